@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Generates CURVE key pairs for an orchestrator, the given regions and one CLI
+# user, and the allowlist the orchestrator and the WAN data plane admit.
+#   deploy/gen-keys.sh KEYDIR eu-west us-east ap-south
+# Writes KEYDIR/<name>.key (secret, 0600), KEYDIR/<name>.pub, KEYDIR/allowed/*.pub.
+set -euo pipefail
+[ $# -ge 2 ] || { echo "usage: $0 KEYDIR REGION [REGION...]" >&2; exit 2; }
+keydir=$1; shift
+LONGHAUL=${LONGHAUL:-$(dirname "$0")/../build/bin/longhaul}
+[ -x "$LONGHAUL" ] || { echo "gen-keys: $LONGHAUL not built (run deploy/test.sh or set LONGHAUL=)" >&2; exit 1; }
+mkdir -p "$keydir/allowed"
+for name in orchestrator user "$@"; do
+  if [ ! -e "$keydir/$name.key" ]; then "$LONGHAUL" keys gen --dir "$keydir" --name "$name" >/dev/null; fi
+  [ "$name" = orchestrator ] || cp "$keydir/$name.pub" "$keydir/allowed/$name.pub"
+done
+echo "keys in $keydir; allowlist $keydir/allowed ($(ls "$keydir/allowed" | wc -l) keys)"
