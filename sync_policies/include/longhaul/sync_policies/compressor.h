@@ -1,0 +1,77 @@
+// Compressors for pseudo-gradients: what one region puts on the WAN.
+//
+// Every codec has an exact, deterministic byte layout (little-endian) so that the
+// ring collectives can forward a payload unchanged and every participant decodes
+// the same bytes to the same floats. Dense layouts (n = number of floats, B =
+// block size, nb = ceil(n / B)):
+//   kFp32      n * 4 bytes, the raw floats.
+//   kBf16      n * 2 bytes, round-to-nearest-even of the upper 16 bits.
+//   kInt8Block nb fp32 scales (absmax/127), then n int8 (round-to-nearest-even).
+//   kInt4Block nb fp32 scales (absmax/7), then ceil(n/2) bytes of two's-complement
+//              nibbles, element 2i in the low nibble of byte i.
+//   kFp4E3M0   nb fp32 scales (absmax), then ceil(n/2) bytes of nibbles
+//              [sign | 3-bit exponent e]: e = 0 is zero, else scale * 2^(e-7).
+//   kTopK      u32 k, k u32 indices (strictly increasing), k fp32 values;
+//              k = ceil(topk_fraction * n) (at least 1 when n > 0).
+// Accumulation is always fp32: codecs only ever encode and decode.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "longhaul/common/status.h"
+
+namespace longhaul::sync_policies {
+
+enum class Codec { kFp32, kBf16, kInt8Block, kInt4Block, kFp4E3M0, kTopK };
+
+// Accepts "none"/"fp32", "bf16", "int8", "int4", "fp4", "topk".
+Result<Codec> ParseCodec(std::string_view name);
+// The canonical name: "fp32", "bf16", "int8", "int4", "fp4", "topk".
+std::string_view CodecName(Codec codec);
+
+struct CompressionOptions {
+  Codec codec = Codec::kInt8Block;
+  size_t block_size = 256;       // floats per fp32 scale (int8, int4, fp4)
+  double topk_fraction = 0.01;   // share of entries kept by kTopK, in (0, 1]
+  Status Validate() const;
+};
+
+class Compressor {
+ public:
+  virtual ~Compressor() = default;
+  static Result<std::unique_ptr<Compressor>> Create(const CompressionOptions& options);
+
+  virtual Codec codec() const = 0;
+  // Exact size of Encode's output for num_floats inputs (every codec here,
+  // including kTopK whose k is a function of num_floats).
+  virtual size_t EncodedBytes(size_t num_floats) const = 0;
+  // Replaces `out` with the encoding of `in`.
+  virtual void Encode(std::span<const float> in, std::vector<std::byte>& out) const = 0;
+  // Decodes exactly out.size() floats. A payload of the wrong size or with bad
+  // contents (top-k index out of range) is an error, never undefined behaviour.
+  virtual Status Decode(std::span<const std::byte> in, std::span<float> out) const = 0;
+};
+
+// Error feedback (per region): what a lossy codec did not transmit is remembered
+// and added to the next update, so the sum of transmitted updates tracks the sum
+// of true updates. Meant for top-k; works with any codec.
+class ErrorFeedback {
+ public:
+  // out = Encode(update + residual); residual = (update + residual) - Decode(out).
+  // A residual of a different size than `update` (first call, new shard) restarts at zero.
+  void Compress(const Compressor& compressor, std::span<const float> update, std::vector<std::byte>& out);
+  std::span<const float> residual() const { return residual_; }
+  void Reset() { residual_.clear(); }
+
+ private:
+  std::vector<float> residual_;
+  std::vector<float> scratch_;
+};
+
+}  // namespace longhaul::sync_policies

@@ -1,0 +1,25 @@
+// CUDA twins of the dense codecs, for pseudo-gradients that live on the GPU.
+// Same byte layouts as compressor.h and bit-identical results to the CPU codecs
+// (IEEE ops only: no contraction, round-to-nearest-even conversions).
+// Pointers are device pointers; calls are synchronous on the default stream.
+// Built without CUDA, or without a usable device, every call returns kUnavailable.
+#pragma once
+
+#include <cstddef>
+
+#include "longhaul/common/status.h"
+#include "longhaul/sync_policies/compressor.h"
+
+namespace longhaul::sync_policies::cuda {
+
+// OK when a CUDA device can run kernels; otherwise kUnavailable with the reason
+// ("cudaGetDeviceCount failed: error 35 ...", "built without CUDA").
+Status DeviceUsable();
+
+// Dense codecs only (kTopK: kInvalidArgument). `out` must hold
+// Compressor::EncodedBytes(n) bytes.
+Status EncodeOnDevice(const CompressionOptions& options, const float* in, size_t n, std::byte* out);
+// `in` holds EncodedBytes(n) bytes; writes n floats to `out`.
+Status DecodeOnDevice(const CompressionOptions& options, const std::byte* in, size_t n, float* out);
+
+}  // namespace longhaul::sync_policies::cuda

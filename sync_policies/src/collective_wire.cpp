@@ -1,0 +1,66 @@
+#include "collective_wire.h"
+
+#include <cstring>
+
+namespace longhaul::sync_policies::wire {
+namespace {
+
+constexpr uint32_t kMagic = 0x5243484cu;  // "LHCR"
+constexpr uint32_t kTagBase = 0x4c480000u;
+
+uint32_t Tag(Phase phase) { return kTagBase | static_cast<uint32_t>(phase); }
+
+uint32_t ReadU32(const std::byte* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+}  // namespace
+
+const char* PhaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kReduceScatter: return "reduce-scatter";
+    case Phase::kAllGather: return "all-gather";
+    case Phase::kSparseAllGather: return "sparse all-gather";
+    case Phase::kBroadcast: return "broadcast";
+  }
+  return "unknown phase";
+}
+
+Status SendFrame(CollectiveLink& link, int peer, Phase phase, uint32_t chunk, std::span<const std::byte> payload,
+                 Deadline deadline, uint64_t* bytes_sent) {
+  std::vector<std::byte> bytes(kHeaderBytes + payload.size());
+  uint32_t header[4] = {kMagic, static_cast<uint32_t>(phase), chunk, static_cast<uint32_t>(link.world_size())};
+  std::memcpy(bytes.data(), header, kHeaderBytes);
+  if (!payload.empty()) std::memcpy(bytes.data() + kHeaderBytes, payload.data(), payload.size());
+  Status s = link.Send(peer, Tag(phase), bytes, deadline);
+  if (!s.ok())
+    return s.WithContext(std::string(PhaseName(phase)) + ": sending chunk " + std::to_string(chunk) +
+                         " to peer rank " + std::to_string(peer));
+  if (bytes_sent) *bytes_sent += bytes.size();
+  return Status::Ok();
+}
+
+Result<Frame> RecvFrame(CollectiveLink& link, int peer, Phase phase, uint32_t chunk, size_t payload_bytes,
+                        Deadline deadline) {
+  std::string where = std::string(PhaseName(phase)) + ": receiving chunk " + std::to_string(chunk) +
+                      " from peer rank " + std::to_string(peer);
+  auto received = link.Recv(peer, Tag(phase), deadline);
+  if (!received.ok()) return received.status().WithContext(where);
+  Frame frame{std::move(received).value()};
+  if (frame.bytes.size() < kHeaderBytes)
+    return DataLoss(where + ": message of " + std::to_string(frame.bytes.size()) + " bytes has no header");
+  const std::byte* h = frame.bytes.data();
+  if (ReadU32(h) != kMagic || ReadU32(h + 4) != static_cast<uint32_t>(phase))
+    return DataLoss(where + ": not a " + PhaseName(phase) + " message");
+  if (ReadU32(h + 8) != chunk || ReadU32(h + 12) != static_cast<uint32_t>(link.world_size()))
+    return DataLoss(where + ": got chunk " + std::to_string(ReadU32(h + 8)) + " of a world of " +
+                    std::to_string(ReadU32(h + 12)) + " (stale or misrouted message)");
+  if (frame.bytes.size() - kHeaderBytes != payload_bytes)
+    return DataLoss(where + ": payload of " + std::to_string(frame.bytes.size() - kHeaderBytes) +
+                    " bytes, expected " + std::to_string(payload_bytes));
+  return frame;
+}
+
+}  // namespace longhaul::sync_policies::wire

@@ -1,0 +1,35 @@
+// Framing of collective messages: a 16-byte header (magic, phase, chunk, world
+// size) before each payload, so a receiver can tell a stale or misrouted message
+// from the one it expects and fail with an error naming the peer.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "longhaul/common/status.h"
+#include "longhaul/common/timeouts.h"
+#include "longhaul/sync_policies/link.h"
+
+namespace longhaul::sync_policies::wire {
+
+enum class Phase : uint32_t { kReduceScatter = 1, kAllGather = 2, kSparseAllGather = 3, kBroadcast = 4 };
+inline constexpr size_t kHeaderBytes = 16;
+
+const char* PhaseName(Phase phase);
+
+struct Frame {
+  std::vector<std::byte> bytes;  // header + payload
+  std::span<const std::byte> payload() const { return std::span<const std::byte>(bytes).subspan(kHeaderBytes); }
+};
+
+// Sends header + payload to `peer`; adds the bytes sent to *bytes_sent.
+Status SendFrame(CollectiveLink& link, int peer, Phase phase, uint32_t chunk, std::span<const std::byte> payload,
+                 Deadline deadline, uint64_t* bytes_sent);
+// Receives the next frame of `phase` from `peer` and checks it is `chunk` with a
+// payload of `payload_bytes`; errors name the peer rank.
+Result<Frame> RecvFrame(CollectiveLink& link, int peer, Phase phase, uint32_t chunk, size_t payload_bytes,
+                        Deadline deadline);
+
+}  // namespace longhaul::sync_policies::wire

@@ -1,0 +1,56 @@
+// cuda_codecs.h over the C++17 launchers in cuda/codecs.cu (or kUnavailable
+// when the library was built without CUDA).
+#include "longhaul/sync_policies/cuda_codecs.h"
+
+#if LONGHAUL_HAVE_CUDA
+#include "cuda/launch.h"
+#endif
+
+namespace longhaul::sync_policies::cuda {
+
+#if LONGHAUL_HAVE_CUDA
+namespace {
+
+Result<int> LauncherCodec(const CompressionOptions& options) {
+  LONGHAUL_RETURN_IF_ERROR(options.Validate());
+  switch (options.codec) {
+    case Codec::kFp32: return int{cuda_detail::kFp32};
+    case Codec::kBf16: return int{cuda_detail::kBf16};
+    case Codec::kInt8Block: return int{cuda_detail::kInt8};
+    case Codec::kInt4Block: return int{cuda_detail::kInt4};
+    case Codec::kFp4E3M0: return int{cuda_detail::kFp4};
+    default: return InvalidArgument("codec " + std::string(CodecName(options.codec)) + " has no CUDA kernel");
+  }
+}
+
+Status FromMessage(const std::string& message) { return message.empty() ? Status::Ok() : Unavailable(message); }
+
+}  // namespace
+
+Status DeviceUsable() { return FromMessage(cuda_detail::DeviceCheck()); }
+
+Status EncodeOnDevice(const CompressionOptions& options, const float* in, size_t n, std::byte* out) {
+  LONGHAUL_ASSIGN_OR_RETURN(int codec, LauncherCodec(options));
+  LONGHAUL_ASSIGN_OR_RETURN(auto cpu, Compressor::Create(options));
+  return FromMessage(cuda_detail::Encode(codec, in, n, options.block_size, out, cpu->EncodedBytes(n)));
+}
+
+Status DecodeOnDevice(const CompressionOptions& options, const std::byte* in, size_t n, float* out) {
+  LONGHAUL_ASSIGN_OR_RETURN(int codec, LauncherCodec(options));
+  LONGHAUL_ASSIGN_OR_RETURN(auto cpu, Compressor::Create(options));
+  return FromMessage(cuda_detail::Decode(codec, in, cpu->EncodedBytes(n), n, options.block_size, out));
+}
+
+#else
+
+Status DeviceUsable() { return Unavailable("longhaul was built without CUDA"); }
+Status EncodeOnDevice(const CompressionOptions&, const float*, size_t, std::byte*) {
+  return Unavailable("longhaul was built without CUDA");
+}
+Status DecodeOnDevice(const CompressionOptions&, const std::byte*, size_t, float*) {
+  return Unavailable("longhaul was built without CUDA");
+}
+
+#endif
+
+}  // namespace longhaul::sync_policies::cuda

@@ -1,0 +1,102 @@
+// Top-k sparsification: the k entries of largest magnitude as (index, value)
+// pairs, indices increasing. Ties in magnitude go to the lower index, so the
+// selected set is a pure function of the input.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <string>
+
+#include "compressor_impl.h"
+
+namespace longhaul::sync_policies {
+
+size_t TopKCount(size_t n, double fraction) {
+  if (n == 0) return 0;
+  double k = std::ceil(fraction * static_cast<double>(n));
+  if (k < 1) return 1;
+  return k >= static_cast<double>(n) ? n : static_cast<size_t>(k);
+}
+
+namespace {
+
+uint32_t MagnitudeBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u & 0x7fffffffu;  // total order on |x| (NaN above Inf): a valid comparator
+}
+
+class TopKCompressor final : public Compressor {
+ public:
+  explicit TopKCompressor(double fraction) : fraction_(fraction) {}
+  Codec codec() const override { return Codec::kTopK; }
+  size_t EncodedBytes(size_t n) const override { return sizeof(uint32_t) + TopKCount(n, fraction_) * 8; }
+
+  void Encode(std::span<const float> in, std::vector<std::byte>& out) const override {
+    size_t k = TopKCount(in.size(), fraction_);
+    std::vector<uint32_t> idx(in.size());
+    std::iota(idx.begin(), idx.end(), 0u);
+    auto larger = [&](uint32_t a, uint32_t b) {
+      uint32_t ma = MagnitudeBits(in[a]), mb = MagnitudeBits(in[b]);
+      return ma != mb ? ma > mb : a < b;
+    };
+    if (k < in.size()) std::nth_element(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end(), larger);
+    idx.resize(k);
+    std::sort(idx.begin(), idx.end());
+    out.resize(EncodedBytes(in.size()));
+    uint32_t k32 = static_cast<uint32_t>(k);
+    std::byte* p = out.data();
+    std::memcpy(p, &k32, 4);
+    if (k == 0) return;
+    std::memcpy(p + 4, idx.data(), k * 4);
+    std::byte* values = p + 4 + k * 4;
+    for (size_t i = 0; i < k; ++i) std::memcpy(values + i * 4, &in[idx[i]], 4);
+  }
+
+  Status Decode(std::span<const std::byte> in, std::span<float> out) const override {
+    if (in.size() < 4) return DataLoss("topk payload of " + std::to_string(in.size()) + " bytes has no count");
+    uint32_t k;
+    std::memcpy(&k, in.data(), 4);
+    if (in.size() != 4 + size_t{k} * 8)
+      return DataLoss("topk payload of " + std::to_string(in.size()) + " bytes does not hold its " +
+                      std::to_string(k) + " entries");
+    if (k > out.size())
+      return DataLoss("topk payload has " + std::to_string(k) + " entries for " + std::to_string(out.size()) + " floats");
+    const std::byte* indices = in.data() + 4;
+    const std::byte* values = indices + size_t{k} * 4;
+    // Validate before touching `out`: a bad payload leaves it as it was.
+    int64_t prev = -1;
+    for (size_t i = 0; i < k; ++i) {
+      uint32_t j;
+      std::memcpy(&j, indices + i * 4, 4);
+      if (j >= out.size() || static_cast<int64_t>(j) <= prev)
+        return DataLoss("topk entry " + std::to_string(i) + " has index " + std::to_string(j) +
+                        " (out of range or not increasing; " + std::to_string(out.size()) + " floats)");
+      prev = j;
+    }
+    std::fill(out.begin(), out.end(), 0.0f);
+    for (size_t i = 0; i < k; ++i) {
+      uint32_t j;
+      std::memcpy(&j, indices + i * 4, 4);
+      std::memcpy(&out[j], values + i * 4, 4);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  double fraction_;
+};
+
+}  // namespace
+
+std::unique_ptr<Compressor> MakeTopKCompressor(const CompressionOptions& options) {
+  return std::make_unique<TopKCompressor>(options.topk_fraction);
+}
+
+Result<std::unique_ptr<Compressor>> Compressor::Create(const CompressionOptions& options) {
+  LONGHAUL_RETURN_IF_ERROR(options.Validate());
+  if (options.codec == Codec::kTopK) return MakeTopKCompressor(options);
+  return MakeDenseCompressor(options);
+}
+
+}  // namespace longhaul::sync_policies
