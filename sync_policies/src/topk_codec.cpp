@@ -60,8 +60,12 @@ class TopKCompressor final : public Compressor {
     if (in.size() != 4 + size_t{k} * 8)
       return DataLoss("topk payload of " + std::to_string(in.size()) + " bytes does not hold its " +
                       std::to_string(k) + " entries");
-    if (k > out.size())
-      return DataLoss("topk payload has " + std::to_string(k) + " entries for " + std::to_string(out.size()) + " floats");
+    // k is a function of the length: a different k means a different length or
+    // topk_fraction on the sender's side.
+    if (k != TopKCount(out.size(), fraction_))
+      return DataLoss("topk payload has " + std::to_string(k) + " entries, expected " +
+                      std::to_string(TopKCount(out.size(), fraction_)) + " for " + std::to_string(out.size()) +
+                      " floats");
     const std::byte* indices = in.data() + 4;
     const std::byte* values = indices + size_t{k} * 4;
     // Validate before touching `out`: a bad payload leaves it as it was.

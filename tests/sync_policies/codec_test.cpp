@@ -1,0 +1,190 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "longhaul/sync_policies/compressor.h"
+
+using namespace longhaul;
+using namespace longhaul::sync_policies;
+
+namespace {
+
+std::vector<float> RandomVector(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+std::unique_ptr<Compressor> Make(Codec codec, size_t block = 256, double fraction = 0.01) {
+  auto c = Compressor::Create({.codec = codec, .block_size = block, .topk_fraction = fraction});
+  REQUIRE(c.ok());
+  return std::move(c).value();
+}
+
+std::vector<float> RoundTrip(const Compressor& c, const std::vector<float>& in) {
+  std::vector<std::byte> bytes;
+  c.Encode(in, bytes);
+  REQUIRE(bytes.size() == c.EncodedBytes(in.size()));
+  std::vector<float> out(in.size(), -99.0f);
+  REQUIRE(c.Decode(bytes, out).ok());
+  return out;
+}
+
+float BlockAbsMax(const std::vector<float>& v, size_t start, size_t len) {
+  float m = 0;
+  for (size_t i = start; i < start + len; ++i) m = std::max(m, std::fabs(v[i]));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("Codec names parse and print", "[codec]") {
+  CHECK(*ParseCodec("none") == Codec::kFp32);
+  CHECK(*ParseCodec("fp32") == Codec::kFp32);
+  CHECK(*ParseCodec("bf16") == Codec::kBf16);
+  CHECK(*ParseCodec("int8") == Codec::kInt8Block);
+  CHECK(*ParseCodec("int4") == Codec::kInt4Block);
+  CHECK(*ParseCodec("fp4") == Codec::kFp4E3M0);
+  CHECK(*ParseCodec("topk") == Codec::kTopK);
+  auto bad = ParseCodec("zstd");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("'zstd'") != std::string::npos);
+  for (Codec c : {Codec::kFp32, Codec::kBf16, Codec::kInt8Block, Codec::kInt4Block, Codec::kFp4E3M0, Codec::kTopK})
+    CHECK(*ParseCodec(CodecName(c)) == c);
+}
+
+TEST_CASE("Compression options are validated", "[codec]") {
+  CHECK(CompressionOptions{}.Validate().ok());
+  CHECK(CompressionOptions{.block_size = 0}.Validate().message().find("block_size") != std::string::npos);
+  CHECK(CompressionOptions{.topk_fraction = 0}.Validate().message().find("topk_fraction") != std::string::npos);
+  CHECK(CompressionOptions{.topk_fraction = 1.5}.Validate().code() == StatusCode::kInvalidArgument);
+  CHECK_FALSE(Compressor::Create({.block_size = 0}).ok());
+}
+
+TEST_CASE("Encoded sizes are exact", "[codec]") {
+  CHECK(Make(Codec::kFp32)->EncodedBytes(1000) == 4000);
+  CHECK(Make(Codec::kBf16)->EncodedBytes(1000) == 2000);
+  CHECK(Make(Codec::kInt8Block, 256)->EncodedBytes(1000) == 4 * 4 + 1000);
+  CHECK(Make(Codec::kInt4Block, 256)->EncodedBytes(1001) == 4 * 4 + 501);
+  CHECK(Make(Codec::kFp4E3M0, 100)->EncodedBytes(1000) == 10 * 4 + 500);
+  CHECK(Make(Codec::kTopK, 256, 0.01)->EncodedBytes(1000) == 4 + 10 * 8);
+  CHECK(Make(Codec::kTopK, 256, 0.01)->EncodedBytes(5) == 4 + 1 * 8);
+  for (Codec c : {Codec::kFp32, Codec::kBf16, Codec::kInt8Block, Codec::kInt4Block, Codec::kFp4E3M0})
+    CHECK(Make(c)->EncodedBytes(0) == 0);
+}
+
+TEST_CASE("fp32 round-trips exactly and bf16 within 2^-8 relative", "[codec]") {
+  auto in = RandomVector(5000, 1);
+  CHECK(RoundTrip(*Make(Codec::kFp32), in) == in);
+  auto out = RoundTrip(*Make(Codec::kBf16), in);
+  for (size_t i = 0; i < in.size(); ++i) REQUIRE(std::fabs(out[i] - in[i]) <= std::fabs(in[i]) * (1.0f / 256));
+  // Round to nearest even: 1 + 2^-8 (exact tie) goes down to 1, 1 + 3 * 2^-8 up.
+  auto ties = RoundTrip(*Make(Codec::kBf16), {1.0f + 1.0f / 256, 1.0f + 3.0f / 256});
+  CHECK(ties[0] == 1.0f);
+  CHECK(ties[1] == 1.0f + 4.0f / 256);
+}
+
+TEST_CASE("int8 per-block error is at most half a quantisation step", "[codec]") {
+  for (size_t block : {size_t{1}, size_t{7}, size_t{64}, size_t{256}, size_t{4096}}) {
+    auto in = RandomVector(10007, 2, 3.0f);
+    in[17] = 1000.0f;  // one outlier only widens its own block
+    auto out = RoundTrip(*Make(Codec::kInt8Block, block), in);
+    for (size_t start = 0; start < in.size(); start += block) {
+      size_t len = std::min(block, in.size() - start);
+      float absmax = BlockAbsMax(in, start, len);
+      for (size_t i = start; i < start + len; ++i)
+        REQUIRE(std::fabs(out[i] - in[i]) <= absmax / 254.0f * 1.0001f + 1e-30f);
+    }
+  }
+}
+
+TEST_CASE("int4 per-block error is at most half a step of absmax / 7", "[codec]") {
+  for (size_t block : {size_t{1}, size_t{3}, size_t{32}, size_t{256}}) {
+    auto in = RandomVector(9999, 3);
+    auto out = RoundTrip(*Make(Codec::kInt4Block, block), in);
+    for (size_t start = 0; start < in.size(); start += block) {
+      size_t len = std::min(block, in.size() - start);
+      float absmax = BlockAbsMax(in, start, len);
+      for (size_t i = start; i < start + len; ++i) REQUIRE(std::fabs(out[i] - in[i]) <= absmax / 14.0f * 1.0001f);
+    }
+  }
+}
+
+TEST_CASE("fp4 E3M0 rounds to the nearest power of two times the block scale", "[codec]") {
+  for (size_t block : {size_t{5}, size_t{128}, size_t{256}}) {
+    auto in = RandomVector(7777, 4);
+    auto out = RoundTrip(*Make(Codec::kFp4E3M0, block), in);
+    for (size_t start = 0; start < in.size(); start += block) {
+      size_t len = std::min(block, in.size() - start);
+      float absmax = BlockAbsMax(in, start, len);
+      for (size_t i = start; i < start + len; ++i) {
+        // Within a third of |x| (power-of-two rounding), plus the flush below 2^-7.
+        REQUIRE(std::fabs(out[i] - in[i]) <= std::fabs(in[i]) / 3.0f * 1.0001f + absmax * 0.0078125f * 1.5f);
+        REQUIRE(std::signbit(out[i]) == std::signbit(in[i]));
+      }
+    }
+  }
+  // Exact powers of two within range are represented exactly.
+  auto exact = RoundTrip(*Make(Codec::kFp4E3M0, 8), {1.0f, -0.5f, 0.25f, 0.125f, 1.0f / 64, 0.0f, -1.0f / 32, 0.0f});
+  CHECK(exact == std::vector<float>{1.0f, -0.5f, 0.25f, 0.125f, 1.0f / 64, 0.0f, -1.0f / 32, 0.0f});
+}
+
+TEST_CASE("Dense codecs handle zeros, odd sizes and tiny inputs", "[codec]") {
+  for (Codec c : {Codec::kBf16, Codec::kInt8Block, Codec::kInt4Block, Codec::kFp4E3M0}) {
+    CHECK(RoundTrip(*Make(c, 4), std::vector<float>(9, 0.0f)) == std::vector<float>(9, 0.0f));
+    CHECK(RoundTrip(*Make(c, 4), {}).empty());
+    auto one = RoundTrip(*Make(c, 4), {2.0f});
+    CHECK(one[0] == 2.0f);
+  }
+}
+
+TEST_CASE("Decode rejects a payload of the wrong size instead of reading past it", "[codec]") {
+  for (Codec c : {Codec::kFp32, Codec::kBf16, Codec::kInt8Block, Codec::kInt4Block, Codec::kFp4E3M0, Codec::kTopK}) {
+    auto codec = Make(c, 16, 0.1);
+    std::vector<std::byte> bytes;
+    codec->Encode(RandomVector(100, 5), bytes);
+    std::vector<float> out(100);
+    bytes.pop_back();
+    auto s = codec->Decode(bytes, out);
+    CHECK(s.code() == StatusCode::kDataLoss);
+    std::vector<float> bigger(101);
+    bytes.push_back(std::byte{0});
+    CHECK_FALSE(codec->Decode(bytes, bigger).ok());
+    CHECK(codec->Decode(std::span<const std::byte>(), out).code() == StatusCode::kDataLoss);
+  }
+}
+
+TEST_CASE("Top-k keeps the largest magnitudes and rejects bad indices", "[codec]") {
+  auto codec = Make(Codec::kTopK, 256, 0.3);
+  std::vector<float> in{0.1f, -5.0f, 0.2f, 3.0f, -0.3f, 0.0f, 4.0f, 0.05f, 0.0f, 0.01f};
+  auto out = RoundTrip(*codec, in);
+  CHECK(out == std::vector<float>{0, -5.0f, 0, 3.0f, 0, 0, 4.0f, 0, 0, 0});
+
+  std::vector<std::byte> bytes;
+  codec->Encode(in, bytes);
+  std::vector<float> dst(10, 7.0f);
+  uint32_t bad_index = 10;
+  std::memcpy(bytes.data() + 4, &bad_index, 4);  // first index out of range
+  auto s = codec->Decode(bytes, dst);
+  CHECK(s.code() == StatusCode::kDataLoss);
+  CHECK(s.message().find("index 10") != std::string::npos);
+  CHECK(dst == std::vector<float>(10, 7.0f));  // untouched on error
+  uint32_t huge = 0xffffffffu;
+  std::memcpy(bytes.data(), &huge, 4);
+  CHECK(codec->Decode(bytes, dst).code() == StatusCode::kDataLoss);
+}
+
+TEST_CASE("Non-finite input encodes to defined output (the guard rejects it earlier)", "[codec]") {
+  std::vector<float> in{1.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(), -2.0f};
+  for (Codec c : {Codec::kBf16, Codec::kInt8Block, Codec::kInt4Block, Codec::kFp4E3M0}) {
+    auto out = RoundTrip(*Make(c, 2), in);
+    CHECK(out.size() == 4);
+  }
+  CHECK(std::isnan(RoundTrip(*Make(Codec::kBf16), in)[1]));
+}

@@ -1,0 +1,65 @@
+// GPU codecs against the CPU ones, bit for bit. Skipped (with a warning naming
+// the reason) where no CUDA device is usable, e.g. no driver (error 35).
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "longhaul/sync_policies/compressor.h"
+#include "longhaul/sync_policies/cuda_codecs.h"
+
+#if LONGHAUL_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+using namespace longhaul;
+using namespace longhaul::sync_policies;
+
+TEST_CASE("CUDA codecs match the CPU codecs bit for bit", "[cuda]") {
+  Status usable = cuda::DeviceUsable();
+  if (!usable.ok()) {
+    WARN("SKIPPED: no usable CUDA device: " << usable.ToString());
+    CHECK(usable.code() == StatusCode::kUnavailable);
+    return;
+  }
+#if LONGHAUL_HAVE_CUDA
+  const size_t n = 100003;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  std::vector<float> in(n);
+  for (auto& x : in) x = dist(rng);
+  in[5] = 0.0f;
+  in[6] = -0.0f;
+  float* d_in = nullptr;
+  float* d_out = nullptr;
+  std::byte* d_bytes = nullptr;
+  REQUIRE(cudaMalloc(&d_in, n * sizeof(float)) == cudaSuccess);
+  REQUIRE(cudaMalloc(&d_out, n * sizeof(float)) == cudaSuccess);
+  REQUIRE(cudaMalloc(&d_bytes, n * sizeof(float)) == cudaSuccess);
+  REQUIRE(cudaMemcpy(d_in, in.data(), n * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  for (Codec codec : {Codec::kFp32, Codec::kBf16, Codec::kInt8Block, Codec::kInt4Block, Codec::kFp4E3M0}) {
+    for (size_t block : {size_t{7}, size_t{256}}) {
+      INFO("codec " << CodecName(codec) << ", block " << block);
+      CompressionOptions options{.codec = codec, .block_size = block};
+      auto cpu = Compressor::Create(options);
+      REQUIRE(cpu.ok());
+      std::vector<std::byte> cpu_bytes;
+      (*cpu)->Encode(in, cpu_bytes);
+      REQUIRE(cuda::EncodeOnDevice(options, d_in, n, d_bytes).ok());
+      std::vector<std::byte> gpu_bytes(cpu_bytes.size());
+      REQUIRE(cudaMemcpy(gpu_bytes.data(), d_bytes, gpu_bytes.size(), cudaMemcpyDeviceToHost) == cudaSuccess);
+      REQUIRE(gpu_bytes == cpu_bytes);
+      std::vector<float> cpu_out(n), gpu_out(n);
+      REQUIRE((*cpu)->Decode(cpu_bytes, cpu_out).ok());
+      REQUIRE(cuda::DecodeOnDevice(options, d_bytes, n, d_out).ok());
+      REQUIRE(cudaMemcpy(gpu_out.data(), d_out, n * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+      REQUIRE(std::memcmp(gpu_out.data(), cpu_out.data(), n * sizeof(float)) == 0);
+    }
+  }
+  CHECK(cuda::EncodeOnDevice({.codec = Codec::kTopK}, d_in, n, d_bytes).code() == StatusCode::kInvalidArgument);
+  cudaFree(d_in);
+  cudaFree(d_out);
+  cudaFree(d_bytes);
+#endif
+}

@@ -1,0 +1,74 @@
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "longhaul/sync_policies/outer_optimizer.h"
+
+using namespace longhaul;
+using namespace longhaul::sync_policies;
+
+TEST_CASE("Nesterov outer step matches hand-computed values (lr 0.7, momentum 0.9)", "[outer_optimizer]") {
+  auto opt = OuterOptimizer::Create(OuterOptimizerOptions{}, 2);
+  REQUIRE(opt.ok());
+  std::vector<float> theta{1.0f, -2.0f};
+  std::vector<float> g{0.5f, -1.0f};
+  (*opt)->Step(theta, g);
+  // m = g; update = g + 0.9 m = 1.9 g; theta -= 0.7 * 1.9 g
+  CHECK(theta[0] == Approx(1.0 - 0.7 * 0.95).epsilon(1e-6));
+  CHECK(theta[1] == Approx(-2.0 + 0.7 * 1.9).epsilon(1e-6));
+  CHECK((*opt)->state()[0] == Approx(0.5f));
+  (*opt)->Step(theta, g);
+  // m = 0.9 * 0.5 + 0.5 = 0.95; update = 0.5 + 0.9 * 0.95 = 1.355
+  CHECK(theta[0] == Approx(0.335 - 0.7 * 1.355).epsilon(1e-6));
+  CHECK((*opt)->state()[0] == Approx(0.95f));
+  CHECK((*opt)->state()[1] == Approx(-1.9f));
+}
+
+TEST_CASE("SGD outer step is theta - lr * g and has no state", "[outer_optimizer]") {
+  auto opt = OuterOptimizer::Create({.name = "sgd", .lr = 0.5f}, 3);
+  REQUIRE(opt.ok());
+  std::vector<float> theta{1, 2, 3}, g{2, -2, 0};
+  (*opt)->Step(theta, g);
+  CHECK(theta == std::vector<float>{0, 3, 3});
+  CHECK((*opt)->state().empty());
+  CHECK((*opt)->LoadState({}).ok());
+}
+
+TEST_CASE("Heavy-ball momentum accumulates the velocity", "[outer_optimizer]") {
+  auto opt = OuterOptimizer::Create({.name = "momentum", .lr = 1.0f, .momentum = 0.5f}, 1);
+  REQUIRE(opt.ok());
+  std::vector<float> theta{0}, g{1};
+  (*opt)->Step(theta, g);  // m = 1
+  (*opt)->Step(theta, g);  // m = 1.5
+  CHECK(theta[0] == Approx(-2.5f));
+}
+
+TEST_CASE("Outer optimizer state transfers to a joining replica bit for bit", "[outer_optimizer]") {
+  auto a = OuterOptimizer::Create({}, 4);
+  auto b = OuterOptimizer::Create({}, 4);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  std::vector<float> theta_a{0.1f, 0.2f, 0.3f, 0.4f}, g{0.01f, -0.02f, 0.03f, 0.5f};
+  (*a)->Step(theta_a, g);
+  std::vector<float> theta_b = theta_a;
+  REQUIRE((*b)->LoadState((*a)->state()).ok());
+  (*a)->Step(theta_a, g);
+  (*b)->Step(theta_b, g);
+  CHECK(theta_a == theta_b);
+  auto bad = (*b)->LoadState(std::vector<float>(3));
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.message().find("4 floats, got 3") != std::string::npos);
+}
+
+TEST_CASE("Outer optimizer options are validated with the field named", "[outer_optimizer]") {
+  CHECK(OuterOptimizerOptions{}.Validate().ok());
+  auto bad_name = OuterOptimizer::Create({.name = "adam"}, 1);
+  REQUIRE_FALSE(bad_name.ok());
+  CHECK(bad_name.status().message().find("'adam'") != std::string::npos);
+  CHECK(OuterOptimizerOptions{.lr = 0}.Validate().message().find("lr") != std::string::npos);
+  CHECK(OuterOptimizerOptions{.momentum = 1.0f}.Validate().message().find("momentum") != std::string::npos);
+  auto opt = OuterOptimizer::Create({}, 2);
+  REQUIRE(opt.ok());
+  std::vector<float> theta(3), g(2);
+  CHECK((*opt)->TryStep(theta, g).code() == StatusCode::kInvalidArgument);
+}
