@@ -1,0 +1,131 @@
+// bench_trainer: inner-step throughput of the built-in trainer against raw sgemm.
+//
+// Prints inner steps/s and achieved GFLOP/s of a preset (GEMM flops of forward +
+// backward: 3x the forward GEMMs) next to cblas_sgemm GFLOP/s measured in the same
+// run on the same GEMM shapes, both single-threaded, and the ratio (target >= 0.5).
+// Every phase is bounded by a time budget and an iteration cap.
+#include <cblas.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "longhaul/trainer/data.h"
+#include "longhaul/trainer/trainer.h"
+
+using namespace longhaul;
+using namespace longhaul::trainer;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Shape { bool ta, tb; int m, n, k; };
+
+// The GEMMs one inner step performs (see model.cpp): forward per layer and head,
+// backward dW and dX per layer and head.
+std::vector<Shape> StepShapes(const ModelConfig& c, int B) {
+  std::vector<Shape> s;
+  const int H = c.hidden_dim, V = 256;
+  int in = c.context * c.embed_dim;
+  for (int l = 0; l < c.hidden_layers; ++l) {
+    s.push_back({false, false, B, H, in});  // forward
+    s.push_back({true, false, in, H, B});   // dW
+    s.push_back({false, true, B, in, H});   // dX
+    in = H;
+  }
+  s.push_back({false, false, B, V, H});
+  s.push_back({true, false, H, V, B});
+  s.push_back({false, true, B, H, V});
+  return s;
+}
+
+double Flops(const std::vector<Shape>& shapes) {
+  double f = 0;
+  for (const Shape& s : shapes) f += 2.0 * s.m * s.n * s.k;
+  return f;
+}
+
+// GFLOP/s of cblas_sgemm running exactly these shapes back to back.
+double SgemmGflops(const std::vector<Shape>& shapes, double seconds) {
+  size_t max_elems = 0;
+  for (const Shape& s : shapes)
+    max_elems = std::max({max_elems, static_cast<size_t>(s.m) * s.k, static_cast<size_t>(s.k) * s.n,
+                          static_cast<size_t>(s.m) * s.n});
+  std::vector<float> a(max_elems, 0.5f), b(max_elems, 0.25f), c(max_elems, 0.0f);
+  auto run_all = [&] {
+    for (const Shape& s : shapes) {
+      const int lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+      cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans,
+                  s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), s.n);
+    }
+  };
+  run_all();  // warm-up
+  int reps = 0;
+  const auto start = Clock::now();
+  double elapsed = 0;
+  while (elapsed < seconds && reps < 1'000'000) {
+    run_all();
+    ++reps;
+    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  return Flops(shapes) * reps / elapsed / 1e9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bench_trainer: built-in trainer inner steps/s and GFLOP/s vs. OpenBLAS sgemm"};
+  std::string preset = "small";
+  int batch = 64;
+  double seconds = 5.0;
+  app.add_option("--preset", preset, "model preset (tiny, small)");
+  app.add_option("--batch", batch, "examples per inner step")->check(CLI::Range(1, 65536));
+  app.add_option("--seconds", seconds, "time budget of each measured phase")->check(CLI::Range(0.1, 20.0));
+  CLI11_PARSE(app, argc, argv);
+
+  auto model = ModelPreset(preset);
+  if (!model.ok()) {
+    std::fprintf(stderr, "bench_trainer: %s\n", model.status().ToString().c_str());
+    return 2;
+  }
+  auto data = MakeDataSource(DataOptions{}, 0, 1, 0, 1);
+  if (!data.ok()) {
+    std::fprintf(stderr, "bench_trainer: %s\n", data.status().ToString().c_str());
+    return 2;
+  }
+  auto group = MakeSingleRankGroup();
+  TrainerOptions opts{*model, {}, batch, 1};
+  opts.adamw.total_steps = 1'000'000;
+  InnerTrainer trainer(opts, **data, *group);  // pins OpenBLAS to 1 thread
+  const auto shapes = StepShapes(*model, batch);
+  const double step_flops = Flops(shapes);
+
+  for (int i = 0; i < 3; ++i) (void)trainer.Step();  // warm-up
+  int steps = 0;
+  float loss = 0;
+  const auto start = Clock::now();
+  double elapsed = 0;
+  while (elapsed < seconds && steps < 1'000'000) {
+    auto r = trainer.Step();
+    if (!r.ok()) {
+      std::fprintf(stderr, "bench_trainer: %s\n", r.status().ToString().c_str());
+      return 1;
+    }
+    loss = *r;
+    ++steps;
+    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  const double steps_per_s = steps / elapsed;
+  const double trainer_gflops = step_flops * steps_per_s / 1e9;
+  const double sgemm_gflops = SgemmGflops(shapes, seconds);
+
+  std::printf("preset %s: %zu params, batch %d, context %d, %.1f MFLOP (GEMM) per inner step\n",
+              preset.c_str(), trainer.model().num_params(), batch, model->context, step_flops / 1e6);
+  std::printf("trainer inner steps/s     %10.1f   (%d steps in %.2f s, last loss %.3f)\n", steps_per_s,
+              steps, elapsed, loss);
+  std::printf("trainer achieved GFLOP/s  %10.2f\n", trainer_gflops);
+  std::printf("cblas_sgemm GFLOP/s       %10.2f   (same GEMM shapes, 1 thread)\n", sgemm_gflops);
+  std::printf("ratio trainer / sgemm     %10.2f   (target >= 0.5)\n", trainer_gflops / sgemm_gflops);
+  return 0;
+}

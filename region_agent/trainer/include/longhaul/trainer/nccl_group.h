@@ -1,0 +1,36 @@
+// NCCL backend of IntraRegionGroup, compiled only with CUDA (LONGHAUL_HAVE_CUDA).
+//
+// Rendezvous: the region agent calls NewNcclUniqueId() once per job and membership
+// epoch and hands the 128 bytes to every worker, which calls MakeNcclGroup with its
+// rank. All spans passed to the group's collectives must point to DEVICE memory on
+// `device`; each call is enqueued on the group's stream and waited for before it
+// returns, so the results are ready when it does. AllReduceMean uses ncclAvg.
+#pragma once
+
+#ifdef LONGHAUL_HAVE_CUDA
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "longhaul/trainer/intra_region.h"
+
+namespace longhaul::trainer {
+
+// The opaque ncclUniqueId, as bytes (works without a GPU).
+Result<std::vector<uint8_t>> NewNcclUniqueId();
+
+struct NcclGroupOptions {
+  std::vector<uint8_t> unique_id;  // from NewNcclUniqueId(), NCCL_UNIQUE_ID_BYTES long
+  int rank = 0;
+  int size = 1;
+  int device = 0;                  // CUDA device ordinal of this worker
+  Status Validate() const;
+};
+
+// kUnavailable when CUDA/NCCL cannot initialise (no driver, no GPU, peers missing).
+Result<std::unique_ptr<IntraRegionGroup>> MakeNcclGroup(const NcclGroupOptions& options);
+
+}  // namespace longhaul::trainer
+
+#endif  // LONGHAUL_HAVE_CUDA

@@ -1,0 +1,114 @@
+// NCCL backend of IntraRegionGroup (device memory, one stream, blocking calls).
+#include "longhaul/trainer/nccl_group.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstring>
+#include <string>
+
+namespace longhaul::trainer {
+namespace {
+
+Status NcclError(const char* what, ncclResult_t r) {
+  return Unavailable(std::string("nccl ") + what + ": " + ncclGetErrorString(r));
+}
+Status CudaError(const char* what, cudaError_t e) {
+  return Unavailable(std::string("cuda ") + what + ": " + cudaGetErrorString(e));
+}
+
+class NcclGroup final : public IntraRegionGroup {
+ public:
+  NcclGroup(ncclComm_t comm, cudaStream_t stream, int rank, int size, int device, float* scratch)
+      : comm_(comm), stream_(stream), rank_(rank), size_(size), device_(device), scratch_(scratch) {}
+  ~NcclGroup() override {
+    cudaSetDevice(device_);
+    cudaFree(scratch_);
+    ncclCommDestroy(comm_);
+    cudaStreamDestroy(stream_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  Status AllReduceMean(std::span<float> data) override {
+    if (data.empty()) return Status::Ok();
+    return Run("all-reduce", ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat,
+                                           ncclAvg, comm_, stream_));
+  }
+  Status AllGather(std::span<const float> mine, std::span<float> all) override {
+    if (all.size() != mine.size() * static_cast<size_t>(size_))
+      return InvalidArgument("all-gather: output has " + std::to_string(all.size()) +
+                             " floats, want " + std::to_string(mine.size()) + " x " + std::to_string(size_));
+    if (mine.empty()) return Status::Ok();
+    return Run("all-gather", ncclAllGather(mine.data(), all.data(), mine.size(), ncclFloat, comm_, stream_));
+  }
+  Status Broadcast(std::span<float> data, int root) override {
+    if (root < 0 || root >= size_)
+      return InvalidArgument("broadcast: root " + std::to_string(root) + " not in a group of " + std::to_string(size_));
+    if (data.empty()) return Status::Ok();
+    return Run("broadcast", ncclBroadcast(data.data(), data.data(), data.size(), ncclFloat, root, comm_, stream_));
+  }
+  Status Barrier() override {
+    return Run("barrier", ncclAllReduce(scratch_, scratch_, 1, ncclFloat, ncclSum, comm_, stream_));
+  }
+
+ private:
+  Status Run(const char* what, ncclResult_t r) {
+    if (r != ncclSuccess) return NcclError(what, r);
+    const cudaError_t e = cudaStreamSynchronize(stream_);
+    if (e != cudaSuccess) return CudaError(what, e);
+    return Status::Ok();
+  }
+  ncclComm_t comm_;
+  cudaStream_t stream_;
+  int rank_, size_, device_;
+  float* scratch_;
+};
+
+}  // namespace
+
+Result<std::vector<uint8_t>> NewNcclUniqueId() {
+  ncclUniqueId id;
+  const ncclResult_t r = ncclGetUniqueId(&id);
+  if (r != ncclSuccess) return NcclError("get unique id", r);
+  return std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(id.internal),
+                              reinterpret_cast<const uint8_t*>(id.internal) + NCCL_UNIQUE_ID_BYTES);
+}
+
+Status NcclGroupOptions::Validate() const {
+  if (unique_id.size() != NCCL_UNIQUE_ID_BYTES)
+    return InvalidArgument("nccl group: 'unique_id' must be " + std::to_string(NCCL_UNIQUE_ID_BYTES) +
+                           " bytes, got " + std::to_string(unique_id.size()));
+  if (size < 1) return InvalidArgument("nccl group: 'size' must be >= 1, got " + std::to_string(size));
+  if (rank < 0 || rank >= size)
+    return InvalidArgument("nccl group: 'rank' must be in [0, " + std::to_string(size) + "), got " + std::to_string(rank));
+  if (device < 0) return InvalidArgument("nccl group: 'device' must be >= 0, got " + std::to_string(device));
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<IntraRegionGroup>> MakeNcclGroup(const NcclGroupOptions& options) {
+  LONGHAUL_RETURN_IF_ERROR(options.Validate());
+  cudaError_t e = cudaSetDevice(options.device);
+  if (e != cudaSuccess) return CudaError("set device", e);
+  cudaStream_t stream = nullptr;
+  if ((e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) != cudaSuccess)
+    return CudaError("create stream", e);
+  float* scratch = nullptr;
+  if ((e = cudaMalloc(&scratch, sizeof(float))) != cudaSuccess) {
+    cudaStreamDestroy(stream);
+    return CudaError("malloc", e);
+  }
+  ncclUniqueId id;
+  std::memcpy(id.internal, options.unique_id.data(), NCCL_UNIQUE_ID_BYTES);
+  ncclComm_t comm = nullptr;
+  const ncclResult_t r = ncclCommInitRank(&comm, options.size, id, options.rank);
+  if (r != ncclSuccess) {
+    cudaFree(scratch);
+    cudaStreamDestroy(stream);
+    return NcclError("comm init rank", r);
+  }
+  return std::unique_ptr<IntraRegionGroup>(
+      new NcclGroup(comm, stream, options.rank, options.size, options.device, scratch));
+}
+
+}  // namespace longhaul::trainer

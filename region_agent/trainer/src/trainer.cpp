@@ -1,0 +1,52 @@
+// InnerTrainer: batch -> forward/backward -> region all-reduce -> AdamW.
+#include "longhaul/trainer/trainer.h"
+
+#include <cmath>
+#include <exception>
+#include <string>
+
+namespace longhaul::trainer {
+
+Status TrainerOptions::Validate() const {
+  LONGHAUL_RETURN_IF_ERROR(model.Validate());
+  LONGHAUL_RETURN_IF_ERROR(adamw.Validate());
+  if (batch_size < 1 || batch_size > (1 << 20))
+    return InvalidArgument("trainer options: field 'batch_size' must be in [1, 1048576], got " +
+                           std::to_string(batch_size));
+  return Status::Ok();
+}
+
+InnerTrainer::InnerTrainer(TrainerOptions options, DataSource& data, IntraRegionGroup& group)
+    : options_(std::move(options)),
+      data_(data),
+      group_(group),
+      model_(options_.model),
+      optimizer_(options_.adamw, model_.num_params()),
+      grad_(model_.num_params() + 1) {
+  model_.InitParams(options_.seed);
+}
+
+Result<float> InnerTrainer::Step() {
+  const Batch batch = data_.NextTrain(options_.batch_size, options_.model.context);
+  const size_t n = model_.num_params();
+  try {
+    grad_[n] = model_.ForwardBackward(batch, std::span<float>(grad_).first(n));
+  } catch (const std::exception& e) {  // e.g. a cuBLAS engine failing
+    return Internal(std::string("forward/backward: ") + e.what());
+  }
+  if (!std::isfinite(grad_[n]))
+    return DataLoss("training loss is not finite at inner step " + std::to_string(optimizer_.step() + 1));
+  LONGHAUL_RETURN_IF_ERROR(group_.AllReduceMean(grad_).WithContext("gradient all-reduce"));
+  optimizer_.Step(model_.params(), std::span<const float>(grad_).first(n));
+  tokens_ += static_cast<uint64_t>(options_.batch_size);
+  return grad_[n];
+}
+
+float InnerTrainer::ValidationLoss(std::span<const float> params, int batches) {
+  double total = 0;
+  for (int i = 0; i < batches; ++i)
+    total += model_.LossWith(params, data_.Validation(options_.batch_size, options_.model.context, i));
+  return batches > 0 ? static_cast<float>(total / batches) : 0.0f;
+}
+
+}  // namespace longhaul::trainer
