@@ -3,6 +3,17 @@
 #include <algorithm>
 #include <cstring>
 
+// The public kernels are compiled twice, for AVX2 and for baseline x86-64, and
+// the loader picks one per machine (GCC function multiversioning): wide vectors
+// where available, no -march flag that could break an older CPU. Both clones
+// execute the same IEEE operations, so their outputs are bit-identical.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define LONGHAUL_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define LONGHAUL_VECTOR_CLONES
+#endif
+#define LONGHAUL_INLINE inline __attribute__((always_inline))
+
 namespace longhaul::sync_policies::kernels {
 namespace {
 
@@ -27,12 +38,12 @@ inline float LoadScale(const std::byte* scales, size_t b) {
 // max: the order of non-negative floats is the order of their bits, and an
 // integer max reduction vectorises where a float one (NaN rules) does not.
 inline float AbsMax(const float* x, size_t n) {
-  uint32_t m = 0;
+  int32_t m = 0;  // masked bits fit in int32: a signed max, which SSE2 has
   for (size_t i = 0; i < n; ++i) {
-    uint32_t a = Bits(x[i]) & 0x7fffffffu;
+    int32_t a = static_cast<int32_t>(Bits(x[i]) & 0x7fffffffu);
     m = a > m ? a : m;
   }
-  return FromBits(m);
+  return FromBits(static_cast<uint32_t>(m));
 }
 
 // Round to nearest even for |v| < 2^22: adding and subtracting 1.5 * 2^23 leaves
@@ -46,13 +57,14 @@ inline float InverseScale(float absmax, float levels) {
   return (absmax > 0.0f && absmax <= 3.4028234663852886e38f) ? levels / absmax : 0.0f;
 }
 
-// Quantises x[0..n) to integers in [-levels, levels].
-inline void QuantiseBlock(const float* x, size_t n, float inv, float levels, int32_t* q) {
-  for (size_t i = 0; i < n; ++i) {
-    float v = x[i] * inv;
-    v = std::min(levels, std::max(-levels, v));  // NaN -> -levels, defined
-    q[i] = static_cast<int32_t>(RoundEven(v));
-  }
+// x * inv with non-finite products replaced by 0. With inv = levels / absmax the
+// product of a finite x is within levels * (1 + 2^-22), which rounds into
+// [-levels, levels], so no clamp is needed and the conversion is always defined.
+// (Integer selects: a float clamp does not if-convert under IEEE NaN rules.)
+inline float ScaledFinite(float x, float inv) {
+  uint32_t v = Bits(x * inv);
+  uint32_t keep = 0u - static_cast<uint32_t>(static_cast<int32_t>(v & 0x7fffffffu) < 0x7f800000);  // all ones if finite
+  return FromBits(v & keep);  // (a mask, not ?:, so GCC if-converts the loop)
 }
 
 // E3M0 code of |x| * inv (in [0, 1] up to rounding): nearest power of two 2^(e-7),
@@ -69,7 +81,7 @@ inline uint32_t Fp4Magnitude(float r) {
 
 }  // namespace
 
-void EncodeBf16(std::span<const float> in, uint16_t* out) {
+LONGHAUL_VECTOR_CLONES void EncodeBf16(std::span<const float> in, uint16_t* out) {
   const float* x = in.data();
   for (size_t i = 0; i < in.size(); ++i) {
     uint32_t u = Bits(x[i]);
@@ -80,7 +92,7 @@ void EncodeBf16(std::span<const float> in, uint16_t* out) {
   }
 }
 
-void DecodeBf16(const std::byte* in, std::span<float> out) {
+LONGHAUL_VECTOR_CLONES void DecodeBf16(const std::byte* in, std::span<float> out) {
   float* y = out.data();
   for (size_t i = 0; i < out.size(); ++i) {
     uint16_t h;
@@ -89,24 +101,19 @@ void DecodeBf16(const std::byte* in, std::span<float> out) {
   }
 }
 
-void EncodeInt8Block(std::span<const float> in, size_t block, std::byte* scales, int8_t* q) {
-  int32_t tmp[1024];
+LONGHAUL_VECTOR_CLONES void EncodeInt8Block(std::span<const float> in, size_t block, std::byte* scales, int8_t* q) {
   for (size_t b = 0, start = 0; start < in.size(); ++b, start += block) {
     size_t len = std::min(block, in.size() - start);
     const float* x = in.data() + start;
     float absmax = AbsMax(x, len);
     StoreScale(scales, b, absmax / 127.0f);
     float inv = InverseScale(absmax, 127.0f);
-    for (size_t off = 0; off < len; off += 1024) {
-      size_t m = std::min<size_t>(1024, len - off);
-      QuantiseBlock(x + off, m, inv, 127.0f, tmp);
-      int8_t* dst = q + start + off;
-      for (size_t i = 0; i < m; ++i) dst[i] = static_cast<int8_t>(tmp[i]);
-    }
+    int8_t* dst = q + start;
+    for (size_t i = 0; i < len; ++i) dst[i] = static_cast<int8_t>(static_cast<int32_t>(RoundEven(ScaledFinite(x[i], inv))));
   }
 }
 
-void DecodeInt8Block(const std::byte* scales, const int8_t* q, size_t block, std::span<float> out) {
+LONGHAUL_VECTOR_CLONES void DecodeInt8Block(const std::byte* scales, const int8_t* q, size_t block, std::span<float> out) {
   for (size_t b = 0, start = 0; start < out.size(); ++b, start += block) {
     size_t len = std::min(block, out.size() - start);
     float s = LoadScale(scales, b);
@@ -121,7 +128,7 @@ namespace {
 // Shared frame of the two nibble codecs: per-block scale, per-element 4-bit code
 // into a scratch of codes, then pairs packed (element 2i low nibble of byte i).
 template <typename CodeFn>
-void EncodeNibbles(std::span<const float> in, size_t block, std::byte* scales, uint8_t* packed, CodeFn code) {
+LONGHAUL_INLINE void EncodeNibbles(std::span<const float> in, size_t block, std::byte* scales, uint8_t* packed, CodeFn code) {
   uint8_t codes[1024];
   size_t n = in.size();
   // Walk the input in pieces of <= 1024 elements that never straddle a block,
@@ -157,65 +164,74 @@ void EncodeNibbles(std::span<const float> in, size_t block, std::byte* scales, u
 }
 
 struct Int4Code {
-  float Scale(float absmax) const { return absmax / 7.0f; }
-  float Inverse(float absmax) const { return InverseScale(absmax, 7.0f); }
-  void Codes(const float* x, size_t m, float inv, uint8_t* codes) const {
-    int32_t q[1024];
-    QuantiseBlock(x, m, inv, 7.0f, q);
-    for (size_t i = 0; i < m; ++i) codes[i] = static_cast<uint8_t>(q[i] & 0xf);
+  LONGHAUL_INLINE float Scale(float absmax) const { return absmax / 7.0f; }
+  LONGHAUL_INLINE float Inverse(float absmax) const { return InverseScale(absmax, 7.0f); }
+  LONGHAUL_INLINE void Codes(const float* x, size_t m, float inv, uint8_t* codes) const {
+    for (size_t i = 0; i < m; ++i)
+      codes[i] = static_cast<uint8_t>(static_cast<int32_t>(RoundEven(ScaledFinite(x[i], inv))) & 0xf);
   }
 };
 
 struct Fp4Code {
-  float Scale(float absmax) const { return absmax; }
-  float Inverse(float absmax) const { return InverseScale(absmax, 1.0f); }
-  void Codes(const float* x, size_t m, float inv, uint8_t* codes) const {
+  LONGHAUL_INLINE float Scale(float absmax) const { return absmax; }
+  LONGHAUL_INLINE float Inverse(float absmax) const { return InverseScale(absmax, 1.0f); }
+  LONGHAUL_INLINE void Codes(const float* x, size_t m, float inv, uint8_t* codes) const {
     for (size_t i = 0; i < m; ++i) {
-      float r = x[i] * inv;
+      float r = ScaledFinite(x[i], inv);
       uint32_t sign = (Bits(x[i]) >> 28) & 0x8u;
       codes[i] = static_cast<uint8_t>(sign | Fp4Magnitude(r));
     }
   }
 };
 
-inline float Int4Value(uint32_t nibble) {
-  return static_cast<float>(static_cast<int32_t>(nibble << 28) >> 28);  // sign-extend
+// Nibble values as float bits, with integer ops only (vectorisable).
+inline uint32_t Int4Bits(uint32_t nibble) {
+  return Bits(static_cast<float>(static_cast<int32_t>(nibble << 28) >> 28));  // sign-extend
 }
-
-inline float Fp4Value(uint32_t nibble) {
+inline uint32_t Fp4Bits(uint32_t nibble) {
   uint32_t e = nibble & 7u;
-  float mag = e == 0 ? 0.0f : FromBits((e + 120u) << 23);  // 2^(e-7)
-  return (nibble & 8u) ? -mag : mag;
+  uint32_t mag = e == 0 ? 0u : (e + 120u) << 23;  // 2^(e-7)
+  return mag | ((nibble & 8u) << 28);
 }
 
-template <typename ValueFn>
-void DecodeNibbles(const std::byte* scales, const uint8_t* packed, size_t block, std::span<float> out, ValueFn value) {
+template <typename BitsFn>
+LONGHAUL_INLINE void DecodeNibbles(const std::byte* scales, const uint8_t* packed, size_t block, std::span<float> out, BitsFn bits) {
   size_t n = out.size();
   float* y = out.data();
   for (size_t b = 0, start = 0; start < n; ++b, start += block) {
-    size_t len = std::min(block, n - start);
+    size_t end = std::min(start + block, n);
     float s = LoadScale(scales, b);
-    for (size_t i = start; i < start + len; ++i) {
-      uint32_t byte = packed[i / 2];
-      uint32_t nibble = (i & 1) ? (byte >> 4) : (byte & 0xfu);
-      y[i] = s * value(nibble);
+    size_t i = start;
+    if (i & 1) {  // block starts on a high nibble
+      y[i] = s * FromBits(bits(static_cast<uint32_t>(packed[i / 2]) >> 4));
+      ++i;
     }
+    const uint8_t* src = packed + i / 2;
+    float* dst = y + i;
+    size_t pairs = (end - i) / 2;
+    for (size_t k = 0; k < pairs; ++k) {
+      uint32_t byte = src[k];
+      dst[2 * k] = s * FromBits(bits(byte & 0xfu));
+      dst[2 * k + 1] = s * FromBits(bits(byte >> 4));
+    }
+    i += 2 * pairs;
+    if (i < end) y[i] = s * FromBits(bits(static_cast<uint32_t>(packed[i / 2]) & 0xfu));
   }
 }
 
 }  // namespace
 
-void EncodeInt4Block(std::span<const float> in, size_t block, std::byte* scales, uint8_t* packed) {
+LONGHAUL_VECTOR_CLONES void EncodeInt4Block(std::span<const float> in, size_t block, std::byte* scales, uint8_t* packed) {
   EncodeNibbles(in, block, scales, packed, Int4Code{});
 }
-void DecodeInt4Block(const std::byte* scales, const uint8_t* packed, size_t block, std::span<float> out) {
-  DecodeNibbles(scales, packed, block, out, Int4Value);
+LONGHAUL_VECTOR_CLONES void DecodeInt4Block(const std::byte* scales, const uint8_t* packed, size_t block, std::span<float> out) {
+  DecodeNibbles(scales, packed, block, out, Int4Bits);
 }
-void EncodeFp4Block(std::span<const float> in, size_t block, std::byte* scales, uint8_t* packed) {
+LONGHAUL_VECTOR_CLONES void EncodeFp4Block(std::span<const float> in, size_t block, std::byte* scales, uint8_t* packed) {
   EncodeNibbles(in, block, scales, packed, Fp4Code{});
 }
-void DecodeFp4Block(const std::byte* scales, const uint8_t* packed, size_t block, std::span<float> out) {
-  DecodeNibbles(scales, packed, block, out, Fp4Value);
+LONGHAUL_VECTOR_CLONES void DecodeFp4Block(const std::byte* scales, const uint8_t* packed, size_t block, std::span<float> out) {
+  DecodeNibbles(scales, packed, block, out, Fp4Bits);
 }
 
 }  // namespace longhaul::sync_policies::kernels

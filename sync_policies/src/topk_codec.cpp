@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numeric>
+#include <functional>
 #include <string>
 
 #include "compressor_impl.h"
@@ -33,24 +33,35 @@ class TopKCompressor final : public Compressor {
   size_t EncodedBytes(size_t n) const override { return sizeof(uint32_t) + TopKCount(n, fraction_) * 8; }
 
   void Encode(std::span<const float> in, std::vector<std::byte>& out) const override {
-    size_t k = TopKCount(in.size(), fraction_);
-    std::vector<uint32_t> idx(in.size());
-    std::iota(idx.begin(), idx.end(), 0u);
-    auto larger = [&](uint32_t a, uint32_t b) {
-      uint32_t ma = MagnitudeBits(in[a]), mb = MagnitudeBits(in[b]);
-      return ma != mb ? ma > mb : a < b;
-    };
-    if (k < in.size()) std::nth_element(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end(), larger);
-    idx.resize(k);
-    std::sort(idx.begin(), idx.end());
-    out.resize(EncodedBytes(in.size()));
+    const size_t n = in.size(), k = TopKCount(n, fraction_);
+    out.resize(EncodedBytes(n));
     uint32_t k32 = static_cast<uint32_t>(k);
-    std::byte* p = out.data();
-    std::memcpy(p, &k32, 4);
+    std::memcpy(out.data(), &k32, 4);
     if (k == 0) return;
-    std::memcpy(p + 4, idx.data(), k * 4);
-    std::byte* values = p + 4 + k * 4;
-    for (size_t i = 0; i < k; ++i) std::memcpy(values + i * 4, &in[idx[i]], 4);
+    // Threshold = the k-th largest magnitude (selection on plain keys, cheaper
+    // than on indices), then one pass in index order takes everything above it
+    // and the lowest-index entries equal to it.
+    std::vector<uint32_t> keys(n);
+    for (size_t i = 0; i < n; ++i) keys[i] = MagnitudeBits(in[i]);
+    std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(k - 1), keys.end(),
+                     std::greater<uint32_t>());
+    const uint32_t threshold = keys[k - 1];
+    size_t above = 0;
+    for (size_t i = 0; i < k; ++i) above += keys[i] > threshold;  // all keys > threshold sit in [0, k-1)
+    size_t ties_left = k - above;
+    std::byte* indices = out.data() + 4;
+    std::byte* values = indices + k * 4;
+    size_t taken = 0;
+    for (size_t i = 0; i < n && taken < k; ++i) {
+      uint32_t key = MagnitudeBits(in[i]);
+      bool take = key > threshold || (key == threshold && ties_left > 0);
+      if (!take) continue;
+      if (key == threshold) --ties_left;
+      uint32_t i32 = static_cast<uint32_t>(i);
+      std::memcpy(indices + taken * 4, &i32, 4);
+      std::memcpy(values + taken * 4, &in[i], 4);
+      ++taken;
+    }
   }
 
   Status Decode(std::span<const std::byte> in, std::span<float> out) const override {

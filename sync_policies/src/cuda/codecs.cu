@@ -50,14 +50,17 @@ __global__ void ScalesKernel(const float* in, size_t n, size_t block, float leve
   }
 }
 
-__device__ __forceinline__ int Quantise(float x, float inv, float levels) {
+// x * inv, non-finite products replaced by 0 (as ScaledFinite on the CPU). The
+// product of a finite x is within levels * (1 + 2^-22): no clamp needed.
+__device__ __forceinline__ float ScaledFinite(float x, float inv) {
   float v = __fmul_rn(x, inv);
-  v = fminf(levels, fmaxf(-levels, v));  // NaN -> -levels, as std::min/std::max on the CPU
-  return __float2int_rn(v);
+  return isfinite(v) ? v : 0.0f;
 }
 
+__device__ __forceinline__ int Quantise(float x, float inv) { return __float2int_rn(ScaledFinite(x, inv)); }
+
 __device__ __forceinline__ unsigned int Fp4Code(float x, float inv) {
-  float r = __fmul_rn(x, inv);
+  float r = ScaledFinite(x, inv);
   unsigned int rounded = (__float_as_uint(r) & 0x7fffffffu) + 0x00400000u;
   int e = static_cast<int>(rounded >> 23) - 120;
   e = e < 0 ? 0 : e;
@@ -69,7 +72,7 @@ __device__ __forceinline__ unsigned int Fp4Code(float x, float inv) {
 __global__ void EncodeInt8Kernel(const float* in, size_t n, size_t block, const float* inv, int8_t* q) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    q[i] = static_cast<int8_t>(Quantise(in[i], inv[i / block], 127.0f));
+    q[i] = static_cast<int8_t>(Quantise(in[i], inv[i / block]));
 }
 
 __global__ void EncodeNibbleKernel(const float* in, size_t n, size_t block, const float* inv, bool fp4,
@@ -82,7 +85,7 @@ __global__ void EncodeNibbleKernel(const float* in, size_t n, size_t block, cons
       size_t i = 2 * j + k;
       if (i >= n) break;
       code[k] = fp4 ? Fp4Code(in[i], inv[i / block])
-                    : static_cast<unsigned int>(Quantise(in[i], inv[i / block], 7.0f)) & 0xfu;
+                    : static_cast<unsigned int>(Quantise(in[i], inv[i / block])) & 0xfu;
     }
     packed[j] = static_cast<uint8_t>(code[0] | (code[1] << 4));
   }

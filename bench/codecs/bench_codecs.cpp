@@ -1,0 +1,114 @@
+// bench_codecs: encode and decode throughput (GB/s of fp32 input) of every codec,
+// next to memcpy bandwidth on a buffer of the same size measured in the same run.
+// Each repetition times memcpy, encode and decode back to back; GB/s figures are
+// the best repetition, the memcpy ratio the median one. Each codec stops early
+// after --max-seconds. The target: int8 and bf16 encode+decode >= 0.5x memcpy.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "longhaul/sync_policies/compressor.h"
+
+namespace lsp = longhaul::sync_policies;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Codec throughput next to memcpy bandwidth"};
+  size_t mib = 64;
+  int reps = 5;
+  size_t block = 256;
+  double topk_fraction = 0.01;
+  double max_seconds = 10;
+  app.add_option("--mib", mib, "buffer size in MiB of fp32 input")->check(CLI::Range(size_t{1}, size_t{4096}));
+  app.add_option("--reps", reps, "repetitions per codec")->check(CLI::Range(1, 100));
+  app.add_option("--block-size", block, "floats per scale for int8/int4/fp4")->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  app.add_option("--topk-fraction", topk_fraction, "share kept by topk")->check(CLI::Range(1e-6, 1.0));
+  app.add_option("--max-seconds", max_seconds, "time bound per codec, seconds")->check(CLI::Range(0.1, 600.0));
+  CLI11_PARSE(app, argc, argv);
+
+  const size_t n = mib * 1024 * 1024 / sizeof(float);
+  const double bytes = static_cast<double>(n * sizeof(float));
+  std::vector<float> input(n), decoded(n), copy(n);
+  std::mt19937 rng(42);
+  std::normal_distribution<float> dist(0.0f, 1e-3f);  // pseudo-gradient-like magnitudes
+  for (auto& x : input) x = dist(rng);
+
+  // Baseline: memcpy of the same fp32 buffer. The machine may be shared, so each
+  // repetition times memcpy, encode and decode back to back and yields one ratio
+  // memcpy_time / (encode_time + decode_time); the median ratio is reported.
+  std::memcpy(copy.data(), input.data(), n * sizeof(float));  // touch the pages once
+  auto seconds = [](auto&& fn) {
+    auto t0 = Clock::now();
+    fn();
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  std::printf("bench_codecs: %zu MiB fp32 (%zu floats), block %zu, topk %.3g, %d repetitions\n", mib, n, block,
+              topk_fraction, reps);
+  struct Row {
+    std::string name;
+    double enc = 0, dec = 0, copy = 0, ratio = 0;  // best GB/s each; median ratio
+    size_t encoded = 0;
+  };
+  std::vector<Row> rows;
+  double copy_gbs = 0;
+  for (lsp::Codec codec : {lsp::Codec::kFp32, lsp::Codec::kBf16, lsp::Codec::kInt8Block, lsp::Codec::kInt4Block,
+                           lsp::Codec::kFp4E3M0, lsp::Codec::kTopK}) {
+    auto compressor = lsp::Compressor::Create({.codec = codec, .block_size = block, .topk_fraction = topk_fraction});
+    if (!compressor.ok()) {
+      std::fprintf(stderr, "bench_codecs: %s\n", compressor.status().ToString().c_str());
+      return 2;
+    }
+    const lsp::Compressor& c = **compressor;
+    std::vector<std::byte> encoded;
+    c.Encode(input, encoded);  // warm-up: allocates and touches the output
+    Row row{std::string(lsp::CodecName(codec))};
+    std::vector<double> ratios;
+    bool decode_ok = true;
+    auto start = Clock::now();
+    for (int r = 0; r < reps; ++r) {
+      double t_copy = seconds([&] { std::memcpy(copy.data(), input.data(), n * sizeof(float)); });
+      double t_enc = seconds([&] { c.Encode(input, encoded); });
+      double t_dec = seconds([&] { decode_ok &= c.Decode(encoded, decoded).ok(); });
+      row.copy = std::max(row.copy, bytes / t_copy / 1e9);
+      row.enc = std::max(row.enc, bytes / t_enc / 1e9);
+      row.dec = std::max(row.dec, bytes / t_dec / 1e9);
+      ratios.push_back(t_copy / (t_enc + t_dec));
+      if (std::chrono::duration<double>(Clock::now() - start).count() > max_seconds) break;
+    }
+    if (!decode_ok) {
+      std::fprintf(stderr, "bench_codecs: %s failed to decode its own output\n", row.name.c_str());
+      return 1;
+    }
+    std::sort(ratios.begin(), ratios.end());
+    row.ratio = ratios[ratios.size() / 2];
+    row.encoded = encoded.size();
+    copy_gbs = std::max(copy_gbs, row.copy);
+    rows.push_back(row);
+  }
+
+  std::printf("memcpy: %.2f GB/s (best of the run)\n\n", copy_gbs);
+  std::printf("%-6s %10s %10s %12s %12s %12s %8s\n", "codec", "enc GB/s", "dec GB/s", "enc+dec GB/s", "memcpy GB/s",
+              "x memcpy", "ratio");
+
+  bool target_met = true;
+  for (const Row& row : rows) {
+    double combined = 1.0 / (1.0 / row.enc + 1.0 / row.dec);
+    std::printf("%-6s %10.2f %10.2f %12.2f %12.2f %12.2f %7.1fx\n", row.name.c_str(), row.enc, row.dec, combined,
+                row.copy, row.ratio, bytes / static_cast<double>(row.encoded));
+    if ((row.name == "int8" || row.name == "bf16") && row.ratio < 0.5) target_met = false;
+  }
+  std::printf("\n(GB/s of fp32 input, best repetition; enc+dec = input bytes / (encode + decode time);\n x memcpy = median over repetitions of memcpy time / (encode + decode time), measured\n back to back; ratio = compression ratio)\n");
+  std::printf("target int8 and bf16 enc+dec >= 0.5x memcpy: %s\n", target_met ? "met" : "NOT met");
+  return 0;
+}
