@@ -38,8 +38,9 @@ TEST_CASE("entropy rate of a hand-made 2-state chain is exact", "[trainer][data]
   CHECK(*rate == Approx(expected).epsilon(1e-10));
 }
 
+// Order 2 (65536 states) is exercised in training_test.cpp: too slow for a sanitizer build.
 TEST_CASE("random chains: valid distributions, entropy below log(branching)", "[trainer][data]") {
-  for (uint32_t order : {1u, 2u}) {
+  for (uint32_t order : {1u}) {
     auto chain = MarkovChain::Random(5, order, 4);
     REQUIRE(chain.ok());
     auto pi = chain->Stationary();

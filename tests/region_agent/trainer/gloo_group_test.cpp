@@ -39,6 +39,7 @@ std::vector<std::string> RunRanks(int size, const std::string& prefix, F fn) {
     });
   }
   for (auto& t : threads) t.join();
+  std::filesystem::remove_all(dir);  // prefixes are unique per call, so each call may clean up
   return errors;
 }
 
