@@ -3,6 +3,7 @@
 #include "longhaul/sync_policies/cuda_codecs.h"
 
 #if LONGHAUL_HAVE_CUDA
+#include "compressor_impl.h"
 #include "cuda/launch.h"
 #endif
 
@@ -11,34 +12,45 @@ namespace longhaul::sync_policies::cuda {
 #if LONGHAUL_HAVE_CUDA
 namespace {
 
-Result<int> LauncherCodec(const CompressionOptions& options) {
-  LONGHAUL_RETURN_IF_ERROR(options.Validate());
-  switch (options.codec) {
+Result<int> DenseLauncherCodec(Codec codec) {
+  switch (codec) {
     case Codec::kFp32: return int{cuda_detail::kFp32};
     case Codec::kBf16: return int{cuda_detail::kBf16};
     case Codec::kInt8Block: return int{cuda_detail::kInt8};
     case Codec::kInt4Block: return int{cuda_detail::kInt4};
     case Codec::kFp4E3M0: return int{cuda_detail::kFp4};
-    default: return InvalidArgument("codec " + std::string(CodecName(options.codec)) + " has no CUDA kernel");
+    default: return InvalidArgument("codec " + std::string(CodecName(codec)) + " is not dense");
   }
 }
 
-Status FromMessage(const std::string& message) { return message.empty() ? Status::Ok() : Unavailable(message); }
+Status ToStatus(const cuda_detail::LaunchResult& r) {
+  switch (r.kind) {
+    case cuda_detail::LaunchResult::kOk: return Status::Ok();
+    case cuda_detail::LaunchResult::kBadInput: return DataLoss(r.message);
+    case cuda_detail::LaunchResult::kCudaError: break;
+  }
+  return Unavailable(r.message);
+}
 
 }  // namespace
 
-Status DeviceUsable() { return FromMessage(cuda_detail::DeviceCheck()); }
+Status DeviceUsable() { return ToStatus(cuda_detail::DeviceCheck()); }
 
 Status EncodeOnDevice(const CompressionOptions& options, const float* in, size_t n, std::byte* out) {
-  LONGHAUL_ASSIGN_OR_RETURN(int codec, LauncherCodec(options));
   LONGHAUL_ASSIGN_OR_RETURN(auto cpu, Compressor::Create(options));
-  return FromMessage(cuda_detail::Encode(codec, in, n, options.block_size, out, cpu->EncodedBytes(n)));
+  if (options.codec == Codec::kTopK)
+    return ToStatus(cuda_detail::EncodeTopK(in, n, TopKCount(n, options.topk_fraction), out, cpu->EncodedBytes(n)));
+  LONGHAUL_ASSIGN_OR_RETURN(int codec, DenseLauncherCodec(options.codec));
+  return ToStatus(cuda_detail::Encode(codec, in, n, options.block_size, out, cpu->EncodedBytes(n)));
 }
 
 Status DecodeOnDevice(const CompressionOptions& options, const std::byte* in, size_t n, float* out) {
-  LONGHAUL_ASSIGN_OR_RETURN(int codec, LauncherCodec(options));
   LONGHAUL_ASSIGN_OR_RETURN(auto cpu, Compressor::Create(options));
-  return FromMessage(cuda_detail::Decode(codec, in, cpu->EncodedBytes(n), n, options.block_size, out));
+  if (options.codec == Codec::kTopK)
+    return ToStatus(
+        cuda_detail::DecodeTopK(in, cpu->EncodedBytes(n), n, TopKCount(n, options.topk_fraction), out));
+  LONGHAUL_ASSIGN_OR_RETURN(int codec, DenseLauncherCodec(options.codec));
+  return ToStatus(cuda_detail::Decode(codec, in, cpu->EncodedBytes(n), n, options.block_size, out));
 }
 
 #else

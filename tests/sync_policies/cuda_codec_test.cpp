@@ -57,7 +57,30 @@ TEST_CASE("CUDA codecs match the CPU codecs bit for bit", "[cuda]") {
       REQUIRE(std::memcmp(gpu_out.data(), cpu_out.data(), n * sizeof(float)) == 0);
     }
   }
-  CHECK(cuda::EncodeOnDevice({.codec = Codec::kTopK}, d_in, n, d_bytes).code() == StatusCode::kInvalidArgument);
+  {
+    // Top-k with ties (repeated magnitudes) must pick the same lower indices.
+    std::vector<float> ties = in;
+    for (size_t i = 0; i < n; i += 3) ties[i] = (i % 2 ? -10.0f : 10.0f);  // above every N(0, 2) sample: the tie rule decides
+    REQUIRE(cudaMemcpy(d_in, ties.data(), n * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+    CompressionOptions options{.codec = Codec::kTopK, .topk_fraction = 0.05};
+    auto cpu = Compressor::Create(options);
+    REQUIRE(cpu.ok());
+    std::vector<std::byte> cpu_bytes;
+    (*cpu)->Encode(ties, cpu_bytes);
+    REQUIRE(cuda::EncodeOnDevice(options, d_in, n, d_bytes).ok());
+    std::vector<std::byte> gpu_bytes(cpu_bytes.size());
+    REQUIRE(cudaMemcpy(gpu_bytes.data(), d_bytes, gpu_bytes.size(), cudaMemcpyDeviceToHost) == cudaSuccess);
+    REQUIRE(gpu_bytes == cpu_bytes);
+    std::vector<float> cpu_out(n), gpu_out(n);
+    REQUIRE((*cpu)->Decode(cpu_bytes, cpu_out).ok());
+    REQUIRE(cuda::DecodeOnDevice(options, d_bytes, n, d_out).ok());
+    REQUIRE(cudaMemcpy(gpu_out.data(), d_out, n * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+    REQUIRE(gpu_out == cpu_out);
+    // A corrupted index is refused.
+    uint32_t bad = static_cast<uint32_t>(n);
+    REQUIRE(cudaMemcpy(d_bytes + 4, &bad, 4, cudaMemcpyHostToDevice) == cudaSuccess);
+    CHECK(cuda::DecodeOnDevice(options, d_bytes, n, d_out).code() == StatusCode::kDataLoss);
+  }
   cudaFree(d_in);
   cudaFree(d_out);
   cudaFree(d_bytes);

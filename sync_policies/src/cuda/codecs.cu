@@ -150,27 +150,27 @@ size_t EncodedSize(int codec, size_t n, size_t block) {
 
 }  // namespace
 
-std::string DeviceCheck() {
+LaunchResult DeviceCheck() {
   int count = 0;
   std::string err = Check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
-  if (!err.empty()) return err;
-  if (count == 0) return "no CUDA device";
-  return "";
+  if (!err.empty()) return LaunchResult::Cuda(err);
+  if (count == 0) return LaunchResult::Cuda("no CUDA device");
+  return LaunchResult::Ok();
 }
 
-std::string Encode(int codec, const float* in, size_t n, size_t block, void* out, size_t out_bytes) {
-  if (out_bytes != EncodedSize(codec, n, block)) return "encode: output buffer size does not match the codec layout";
-  if (n == 0) return "";
-  if (codec == kFp32) return Check(cudaMemcpy(out, in, 4 * n, cudaMemcpyDeviceToDevice), "cudaMemcpy");
+LaunchResult Encode(int codec, const float* in, size_t n, size_t block, void* out, size_t out_bytes) {
+  if (out_bytes != EncodedSize(codec, n, block)) return LaunchResult::Bad("encode: output buffer size does not match the codec layout");
+  if (n == 0) return LaunchResult::Ok();
+  if (codec == kFp32) return LaunchResult::Cuda(Check(cudaMemcpy(out, in, 4 * n, cudaMemcpyDeviceToDevice), "cudaMemcpy"));
   if (codec == kBf16) {
     EncodeBf16Kernel<<<Grid(n), kThreads>>>(in, n, static_cast<uint16_t*>(out));
-    return Check(cudaDeviceSynchronize(), "bf16 encode kernel");
+    return LaunchResult::Cuda(Check(cudaDeviceSynchronize(), "bf16 encode kernel"));
   }
   size_t nb = NumBlocks(n, block);
-  if (nb > 0x7fffffffu) return "encode: too many blocks for one grid";
+  if (nb > 0x7fffffffu) return LaunchResult::Bad("encode: too many blocks for one grid");
   float* inverses = nullptr;
   std::string err = Check(cudaMalloc(&inverses, nb * sizeof(float)), "cudaMalloc");
-  if (!err.empty()) return err;
+  if (!err.empty()) return LaunchResult::Cuda(err);
   float* scales = static_cast<float*>(out);
   uint8_t* body = static_cast<uint8_t*>(out) + nb * sizeof(float);
   float levels = codec == kInt8 ? 127.0f : codec == kInt4 ? 7.0f : 1.0f;
@@ -182,22 +182,22 @@ std::string Encode(int codec, const float* in, size_t n, size_t block, void* out
   }
   err = Check(cudaDeviceSynchronize(), "encode kernels");
   cudaFree(inverses);
-  return err;
+  return LaunchResult::Cuda(err);
 }
 
-std::string Decode(int codec, const void* in, size_t in_bytes, size_t n, size_t block, float* out) {
-  if (in_bytes != EncodedSize(codec, n, block)) return "decode: payload size does not match the codec layout";
-  if (n == 0) return "";
-  if (codec == kFp32) return Check(cudaMemcpy(out, in, 4 * n, cudaMemcpyDeviceToDevice), "cudaMemcpy");
+LaunchResult Decode(int codec, const void* in, size_t in_bytes, size_t n, size_t block, float* out) {
+  if (in_bytes != EncodedSize(codec, n, block)) return LaunchResult::Bad("decode: payload size does not match the codec layout");
+  if (n == 0) return LaunchResult::Ok();
+  if (codec == kFp32) return LaunchResult::Cuda(Check(cudaMemcpy(out, in, 4 * n, cudaMemcpyDeviceToDevice), "cudaMemcpy"));
   if (codec == kBf16) {
     DecodeBf16Kernel<<<Grid(n), kThreads>>>(static_cast<const uint16_t*>(in), n, out);
-    return Check(cudaDeviceSynchronize(), "bf16 decode kernel");
+    return LaunchResult::Cuda(Check(cudaDeviceSynchronize(), "bf16 decode kernel"));
   }
   size_t nb = NumBlocks(n, block);
   const float* scales = static_cast<const float*>(in);
   const uint8_t* body = static_cast<const uint8_t*>(in) + nb * sizeof(float);
   DecodeBlockKernel<<<Grid(n), kThreads>>>(scales, body, n, block, codec, out);
-  return Check(cudaDeviceSynchronize(), "decode kernel");
+  return LaunchResult::Cuda(Check(cudaDeviceSynchronize(), "decode kernel"));
 }
 
 }  // namespace longhaul::sync_policies::cuda_detail
