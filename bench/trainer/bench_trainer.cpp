@@ -46,18 +46,21 @@ double Flops(const std::vector<Shape>& shapes) {
   return f;
 }
 
-// GFLOP/s of cblas_sgemm running exactly these shapes back to back.
+// GFLOP/s of cblas_sgemm running exactly these shapes back to back, each on its own
+// operands as in the model (so the working set, and the cache misses, are comparable).
 double SgemmGflops(const std::vector<Shape>& shapes, double seconds) {
-  size_t max_elems = 0;
+  struct Operands { std::vector<float> a, b, c; };
+  std::vector<Operands> ops;
   for (const Shape& s : shapes)
-    max_elems = std::max({max_elems, static_cast<size_t>(s.m) * s.k, static_cast<size_t>(s.k) * s.n,
-                          static_cast<size_t>(s.m) * s.n});
-  std::vector<float> a(max_elems, 0.5f), b(max_elems, 0.25f), c(max_elems, 0.0f);
+    ops.push_back({std::vector<float>(static_cast<size_t>(s.m) * s.k, 0.5f),
+                   std::vector<float>(static_cast<size_t>(s.k) * s.n, 0.25f),
+                   std::vector<float>(static_cast<size_t>(s.m) * s.n, 0.0f)});
   auto run_all = [&] {
-    for (const Shape& s : shapes) {
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const Shape& s = shapes[i];
       const int lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
       cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans,
-                  s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(), ldb, 0.0f, c.data(), s.n);
+                  s.m, s.n, s.k, 1.0f, ops[i].a.data(), lda, ops[i].b.data(), ldb, 0.0f, ops[i].c.data(), s.n);
     }
   };
   run_all();  // warm-up

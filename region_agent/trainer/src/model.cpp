@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "longhaul/trainer/model.h"
 #include "split_mix.h"
@@ -182,15 +183,26 @@ void ByteLM::Backward(const Batch& batch, float* grad) {
   }
 }
 
+bool ByteLM::BatchFits(const Batch& batch) const {
+  const size_t B = batch.batch_size > 0 ? static_cast<size_t>(batch.batch_size) : 0;
+  return B > 0 && batch.context >= config_.context &&
+         batch.inputs.size() == B * static_cast<size_t>(batch.context) && batch.targets.size() == B;
+}
+
 float ByteLM::ForwardBackward(const Batch& batch, std::span<float> grad) {
+  if (!BatchFits(batch) || grad.size() != params_.size()) {
+    std::fill(grad.begin(), grad.end(), 0.0f);
+    return std::numeric_limits<float>::quiet_NaN();
+  }
   const float loss = Forward(params_.data(), batch, /*keep_grad=*/true);
   Backward(batch, grad.data());
   return loss;
 }
 
-float ByteLM::Loss(const Batch& batch) const { return Forward(params_.data(), batch, false); }
+float ByteLM::Loss(const Batch& batch) const { return LossWith(params_, batch); }
 
 float ByteLM::LossWith(std::span<const float> params, const Batch& batch) const {
+  if (!BatchFits(batch) || params.size() != params_.size()) return std::numeric_limits<float>::quiet_NaN();
   return Forward(params.data(), batch, false);
 }
 

@@ -15,7 +15,7 @@
 using namespace longhaul;
 using namespace longhaul::trainer;
 
-TEST_CASE("nccl unique id is 128 bytes and bad group options are rejected", "[trainer][cuda]") {
+TEST_CASE("trainer: nccl unique id is 128 bytes and bad group options are rejected", "[trainer][cuda]") {
   auto id = NewNcclUniqueId();
   if (!id.ok()) {
     WARN("ncclGetUniqueId unavailable here: " << id.status().ToString());
@@ -38,7 +38,7 @@ TEST_CASE("nccl unique id is 128 bytes and bad group options are rejected", "[tr
   }
 }
 
-TEST_CASE("cuBLAS engine matches OpenBLAS on the model, or reports no GPU", "[trainer][cuda]") {
+TEST_CASE("trainer: cuBLAS engine matches OpenBLAS on the model, or reports no GPU", "[trainer][cuda]") {
   auto gemm = MakeCublasGemm(0);
   if (!gemm.ok()) {
     CHECK(gemm.status().code() == StatusCode::kUnavailable);
@@ -61,7 +61,7 @@ TEST_CASE("cuBLAS engine matches OpenBLAS on the model, or reports no GPU", "[tr
   CHECK(max_diff < 1e-4);
 }
 
-TEST_CASE("one-rank NCCL group runs collectives on device memory", "[trainer][cuda]") {
+TEST_CASE("trainer: one-rank NCCL group runs collectives on device memory", "[trainer][cuda]") {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     WARN("no GPU: skipping the NCCL collective run");

@@ -13,7 +13,7 @@
 using namespace longhaul;
 using namespace longhaul::trainer;
 
-TEST_CASE("entropy rate of a hand-made 2-state chain is exact", "[trainer][data]") {
+TEST_CASE("trainer: entropy rate of a hand-made 2-state chain is exact", "[trainer][data]") {
   // Bytes 'a','b': P(a->a)=0.9, P(a->b)=0.1, P(b->a)=0.5, P(b->b)=0.5. Every other
   // byte goes to 'a' (transient). pi(a) = 5/6, pi(b) = 1/6.
   const uint32_t branching = 2;
@@ -39,7 +39,7 @@ TEST_CASE("entropy rate of a hand-made 2-state chain is exact", "[trainer][data]
 }
 
 // Order 2 (65536 states) is exercised in training_test.cpp: too slow for a sanitizer build.
-TEST_CASE("random chains: valid distributions, entropy below log(branching)", "[trainer][data]") {
+TEST_CASE("trainer: random chains: valid distributions, entropy below log(branching)", "[trainer][data]") {
   for (uint32_t order : {1u}) {
     auto chain = MarkovChain::Random(5, order, 4);
     REQUIRE(chain.ok());
@@ -56,7 +56,7 @@ TEST_CASE("random chains: valid distributions, entropy below log(branching)", "[
   CHECK(MarkovChain::Random(1, 3, 4).status().code() == StatusCode::kInvalidArgument);
 }
 
-TEST_CASE("empirical cross-entropy of the true chain matches the entropy rate", "[trainer][data]") {
+TEST_CASE("trainer: empirical cross-entropy of the true chain matches the entropy rate", "[trainer][data]") {
   // Sampled bytes, scored with the chain's own probabilities, average to the rate.
   auto chain = MarkovChain::Random(9, 1, 4);
   REQUIRE(chain.ok());
@@ -83,7 +83,7 @@ TEST_CASE("empirical cross-entropy of the true chain matches the entropy rate", 
   CHECK(ce / total == Approx(rate).margin(0.05));
 }
 
-TEST_CASE("validation batches are identical across regions; training streams differ", "[trainer][data]") {
+TEST_CASE("trainer: validation batches are identical across regions; training streams differ", "[trainer][data]") {
   DataOptions opts;
   opts.non_iid = true;
   auto r0 = MakeDataSource(opts, 0, 3, 0, 2);
@@ -102,7 +102,7 @@ TEST_CASE("validation batches are identical across regions; training streams dif
   for (int i = 1; i < 4; ++i) CHECK(t.inputs[i * 8 + 7] == t.targets[i - 1]);
 }
 
-TEST_CASE("bad data options and missing files give clear errors", "[trainer][data]") {
+TEST_CASE("trainer: bad data options and missing files give clear errors", "[trainer][data]") {
   DataOptions text;
   text.kind = "text";
   text.text_path = "/nonexistent/corpus.txt";
@@ -124,7 +124,7 @@ TEST_CASE("bad data options and missing files give clear errors", "[trainer][dat
   CHECK(CheckModelCoversData(model, order2).code() == StatusCode::kInvalidArgument);
 }
 
-TEST_CASE("text source splits by byte ranges and holds out the tail", "[trainer][data]") {
+TEST_CASE("trainer: text source splits by byte ranges and holds out the tail", "[trainer][data]") {
   const auto path = std::filesystem::temp_directory_path() /
                     ("longhaul_text_" + std::to_string(::getpid()) + ".txt");
   std::string content;

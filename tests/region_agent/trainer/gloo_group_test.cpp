@@ -45,7 +45,7 @@ std::vector<std::string> RunRanks(int size, const std::string& prefix, F fn) {
 
 }  // namespace
 
-TEST_CASE("gloo group: all-reduce mean, all-gather and broadcast are exact", "[trainer][gloo]") {
+TEST_CASE("trainer: gloo group: all-reduce mean, all-gather and broadcast are exact", "[trainer][gloo]") {
   for (int size : {2, 3, 4}) {
     INFO("size " << size);
     const auto errors = RunRanks(size, "collectives-" + std::to_string(size), [size](IntraRegionGroup& g) -> std::string {
@@ -80,7 +80,7 @@ TEST_CASE("gloo group: all-reduce mean, all-gather and broadcast are exact", "[t
   }
 }
 
-TEST_CASE("gloo group: a missing peer is a timeout Status, not a crash", "[trainer][gloo]") {
+TEST_CASE("trainer: gloo group: a missing peer is a timeout Status, not a crash", "[trainer][gloo]") {
   const auto dir = std::filesystem::temp_directory_path() / ("longhaul_gloo_lone_" + std::to_string(::getpid()));
   GlooGroupOptions o;
   o.store_dir = dir;
@@ -95,7 +95,7 @@ TEST_CASE("gloo group: a missing peer is a timeout Status, not a crash", "[train
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("gloo group: size 1 needs no rendezvous; bad options are rejected", "[trainer][gloo]") {
+TEST_CASE("trainer: gloo group: size 1 needs no rendezvous; bad options are rejected", "[trainer][gloo]") {
   GlooGroupOptions o;
   auto single = MakeGlooGroup(o);
   REQUIRE(single.ok());
@@ -110,7 +110,7 @@ TEST_CASE("gloo group: size 1 needs no rendezvous; bad options are rejected", "[
   CHECK(MakeGlooGroup(o).status().message().find("prefix") != std::string::npos);
 }
 
-TEST_CASE("two workers of a region stay bitwise identical through inner steps", "[trainer][gloo]") {
+TEST_CASE("trainer: two workers of a region stay bitwise identical through inner steps", "[trainer][gloo]") {
   std::vector<std::vector<float>> params(2);
   std::vector<float> losses(2);
   const auto errors = RunRanks(2, "trainer-sync", [&](IntraRegionGroup& g) -> std::string {

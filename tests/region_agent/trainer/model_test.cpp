@@ -37,7 +37,7 @@ Batch RandomBatch(int batch, int context, uint32_t seed) {
 
 }  // namespace
 
-TEST_CASE("presets resolve and unknown names list the valid ones", "[trainer][model]") {
+TEST_CASE("trainer: presets resolve and unknown names list the valid ones", "[trainer][model]") {
   auto tiny = ModelPreset("tiny");
   REQUIRE(tiny.ok());
   REQUIRE(tiny->Validate().ok());
@@ -57,7 +57,7 @@ TEST_CASE("presets resolve and unknown names list the valid ones", "[trainer][mo
   CHECK(broken.Validate().message().find("hidden_dim") != std::string::npos);
 }
 
-TEST_CASE("tensors tile the flat parameter vector in order", "[trainer][model]") {
+TEST_CASE("trainer: tensors tile the flat parameter vector in order", "[trainer][model]") {
   ByteLM model(TinyConfig());
   size_t offset = 0;
   for (const TensorView& t : model.tensors()) {
@@ -72,7 +72,7 @@ TEST_CASE("tensors tile the flat parameter vector in order", "[trainer][model]")
   CHECK(model.tensors().back().name == "head.bias");
 }
 
-TEST_CASE("analytic gradient matches central finite differences on every tensor", "[trainer][model]") {
+TEST_CASE("trainer: analytic gradient matches central finite differences on every tensor", "[trainer][model]") {
   ByteLM model(TinyConfig());
   model.InitParams(7);
   const Batch batch = RandomBatch(6, 4, 3);
@@ -108,7 +108,7 @@ TEST_CASE("analytic gradient matches central finite differences on every tensor"
   }
 }
 
-TEST_CASE("same seed gives bitwise-identical parameters, before and after training", "[trainer][model]") {
+TEST_CASE("trainer: same seed gives bitwise-identical parameters, before and after training", "[trainer][model]") {
   auto cfg = *ModelPreset("tiny");
   ByteLM a(cfg), b(cfg), c(cfg);
   a.InitParams(42);
@@ -137,7 +137,7 @@ TEST_CASE("same seed gives bitwise-identical parameters, before and after traini
   CHECK(t1.tokens() == 80);
 }
 
-TEST_CASE("training loss decreases on the synthetic source", "[trainer][model]") {
+TEST_CASE("trainer: training loss decreases on the synthetic source", "[trainer][model]") {
   DataOptions data;
   auto source = MakeDataSource(data, 0, 1, 0, 1);
   REQUIRE(source.ok());
@@ -155,4 +155,22 @@ TEST_CASE("training loss decreases on the synthetic source", "[trainer][model]")
   CHECK(before > 4.0f);  // ~ln(256) = 5.55 at init
   CHECK(after < before - 1.5f);
   CHECK(after > (*source)->LossFloor() - 0.3);
+}
+
+TEST_CASE("trainer: malformed batches give NaN, never an out-of-bounds read", "[trainer][model]") {
+  ByteLM model(*ModelPreset("tiny"));
+  model.InitParams(1);
+  std::vector<float> grad(model.num_params(), 1.0f);
+  Batch short_context = RandomBatch(2, 4, 1);  // the tiny preset needs 8 bytes
+  CHECK(std::isnan(model.ForwardBackward(short_context, grad)));
+  CHECK(grad[0] == 0.0f);
+  Batch inconsistent = RandomBatch(2, 8, 1);
+  inconsistent.targets.pop_back();
+  CHECK(std::isnan(model.Loss(inconsistent)));
+  CHECK(std::isnan(model.Loss(Batch{})));
+  Batch longer = RandomBatch(2, 12, 1);  // longer context: the last 8 bytes are used
+  Batch trimmed{2, 8, {}, longer.targets};
+  for (int b = 0; b < 2; ++b)
+    trimmed.inputs.insert(trimmed.inputs.end(), longer.inputs.begin() + b * 12 + 4, longer.inputs.begin() + b * 12 + 12);
+  CHECK(model.Loss(longer) == model.Loss(trimmed));
 }

@@ -9,7 +9,7 @@
 using namespace longhaul;
 using namespace longhaul::trainer;
 
-TEST_CASE("learning rate warms up linearly then decays by cosine to the floor", "[trainer][adamw]") {
+TEST_CASE("trainer: learning rate warms up linearly then decays by cosine to the floor", "[trainer][adamw]") {
   AdamWOptions o;
   o.lr = 1.0f;
   o.warmup_steps = 10;
@@ -25,7 +25,7 @@ TEST_CASE("learning rate warms up linearly then decays by cosine to the floor", 
   CHECK(opt.CurrentLr() == Approx(0.1));
 }
 
-TEST_CASE("first AdamW step moves each parameter by lr against its gradient sign", "[trainer][adamw]") {
+TEST_CASE("trainer: first AdamW step moves each parameter by lr against its gradient sign", "[trainer][adamw]") {
   AdamWOptions o;
   o.lr = 0.01f;
   o.warmup_steps = 0;
@@ -39,7 +39,7 @@ TEST_CASE("first AdamW step moves each parameter by lr against its gradient sign
   CHECK(opt.step() == 1);
 }
 
-TEST_CASE("decoupled weight decay shrinks parameters with zero gradient", "[trainer][adamw]") {
+TEST_CASE("trainer: decoupled weight decay shrinks parameters with zero gradient", "[trainer][adamw]") {
   AdamWOptions o;
   o.lr = 0.1f;
   o.warmup_steps = 0;
@@ -50,7 +50,7 @@ TEST_CASE("decoupled weight decay shrinks parameters with zero gradient", "[trai
   CHECK(p[0] == Approx(2.0 * (1.0 - 0.1 * 0.5)));
 }
 
-TEST_CASE("invalid AdamW options name the field", "[trainer][adamw]") {
+TEST_CASE("trainer: invalid AdamW options name the field", "[trainer][adamw]") {
   AdamWOptions o;
   o.beta2 = 1.0f;
   CHECK(o.Validate().message().find("beta2") != std::string::npos);

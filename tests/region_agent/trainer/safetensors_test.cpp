@@ -32,7 +32,7 @@ void WriteFile(const std::filesystem::path& p, const std::string& bytes) {
 
 }  // namespace
 
-TEST_CASE("safetensors round trip keeps names, shapes, data and metadata", "[trainer][safetensors]") {
+TEST_CASE("trainer: safetensors round trip keeps names, shapes, data and metadata", "[trainer][safetensors]") {
   const auto dir = TempDir("rt");
   std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {-0.5f}, c = {3.25f};
   const auto path = dir / "x.safetensors";
@@ -53,7 +53,7 @@ TEST_CASE("safetensors round trip keeps names, shapes, data and metadata", "[tra
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("safetensors header is what Python's safetensors expects", "[trainer][safetensors]") {
+TEST_CASE("trainer: safetensors header is what Python's safetensors expects", "[trainer][safetensors]") {
   const auto dir = TempDir("hdr");
   std::vector<float> w(12, 1.5f), bias(4, -1.0f);
   const auto path = dir / "m.safetensors";
@@ -77,7 +77,7 @@ TEST_CASE("safetensors header is what Python's safetensors expects", "[trainer][
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("corrupt or truncated safetensors files are rejected with the reason", "[trainer][safetensors]") {
+TEST_CASE("trainer: corrupt or truncated safetensors files are rejected with the reason", "[trainer][safetensors]") {
   const auto dir = TempDir("bad");
   std::vector<float> w(8, 2.0f);
   const auto good = dir / "good.safetensors";
@@ -112,7 +112,7 @@ TEST_CASE("corrupt or truncated safetensors files are rejected with the reason",
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("round checkpoints: every K rounds, keep the last N, restore the latest", "[trainer][safetensors]") {
+TEST_CASE("trainer: round checkpoints: every K rounds, keep the last N, restore the latest", "[trainer][safetensors]") {
   const auto dir = TempDir("rounds");
   ModelConfig cfg;
   cfg.context = 2;

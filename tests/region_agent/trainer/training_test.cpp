@@ -10,7 +10,7 @@
 using namespace longhaul;
 using namespace longhaul::trainer;
 
-TEST_CASE("tiny model trained on the Markov source approaches the entropy floor", "[trainer][integration]") {
+TEST_CASE("trainer: tiny model trained on the Markov source approaches the entropy floor", "[trainer][integration]") {
   DataOptions data;
   data.seed = 3;
   auto source = MakeDataSource(data, 0, 1, 0, 1);
@@ -32,7 +32,7 @@ TEST_CASE("tiny model trained on the Markov source approaches the entropy floor"
   CHECK(final_loss > floor - 0.1);  // cannot beat the entropy rate (up to sampling noise)
 }
 
-TEST_CASE("order-2 chains: a proper stationary distribution and a bounded entropy rate", "[trainer][integration]") {
+TEST_CASE("trainer: order-2 chains: a proper stationary distribution and a bounded entropy rate", "[trainer][integration]") {
   auto chain = MarkovChain::Random(5, 2, 4);
   REQUIRE(chain.ok());
   auto pi = chain->Stationary();

@@ -72,7 +72,9 @@ class ByteLM {
   void InitParams(uint64_t seed);
 
   // Mean cross-entropy (nats/byte) of the batch; writes d(loss)/d(params) into `grad`
-  // (same layout as params(), overwritten, must have num_params() floats).
+  // (same layout as params(), overwritten, must have num_params() floats). A batch
+  // that does not fit (empty, context shorter than the model's, sizes inconsistent)
+  // or a wrongly sized span gives NaN (and a zero gradient) rather than a bad read.
   float ForwardBackward(const Batch& batch, std::span<float> grad);
   // Forward only.
   float Loss(const Batch& batch) const;
@@ -88,6 +90,7 @@ class ByteLM {
   float Forward(const float* params, const Batch& batch, bool keep_grad) const;
   void Backward(const Batch& batch, float* grad);
   void EnsureWorkspace(int batch_size) const;
+  bool BatchFits(const Batch& batch) const;
 
   ModelConfig config_;
   std::shared_ptr<Gemm> gemm_;
