@@ -11,6 +11,7 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <algorithm>
 #include <exception>
 #include <string>
 #include <system_error>
@@ -35,6 +36,36 @@ Status GlooCall(const char* what, F&& f) {
     return Unavailable(std::string("gloo ") + what + ": " + e.what());
   }
 }
+
+// Presents a RendezvousStore to gloo, which expects exceptions on failure.
+class StoreAdapter final : public gloo::rendezvous::Store {
+ public:
+  StoreAdapter(std::shared_ptr<RendezvousStore> store, std::chrono::milliseconds timeout)
+      : store_(std::move(store)), timeout_(timeout) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    Check(store_->Set(key, data));
+  }
+  std::vector<char> get(const std::string& key) override {
+    auto r = store_->Get(key, timeout_);
+    Check(r.status());
+    return std::move(r).value();
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (const std::string& key : keys) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      Check(store_->Get(key, std::max(left, std::chrono::milliseconds(0))).status());
+    }
+  }
+
+ private:
+  static void Check(const Status& st) {
+    if (!st.ok()) throw gloo::IoException("rendezvous store: " + st.ToString());
+  }
+  std::shared_ptr<RendezvousStore> store_;
+  std::chrono::milliseconds timeout_;
+};
 
 class GlooGroup final : public IntraRegionGroup {
  public:
@@ -106,7 +137,8 @@ Status GlooGroupOptions::Validate() const {
   if (rank < 0 || rank >= size)
     return InvalidArgument("gloo group: 'rank' must be in [0, " + std::to_string(size) + "), got " +
                            std::to_string(rank));
-  if (size > 1 && store_dir.empty()) return InvalidArgument("gloo group: 'store_dir' is empty");
+  if (size > 1 && !store && store_dir.empty())
+    return InvalidArgument("gloo group: neither 'store' nor 'store_dir' is set");
   if (size > 1 && prefix.empty()) return InvalidArgument("gloo group: 'prefix' is empty (must be unique per rendezvous)");
   if (size > 1 && host.empty()) return InvalidArgument("gloo group: 'host' is empty");
   if (timeout.count() <= 0)
@@ -118,7 +150,7 @@ Result<std::unique_ptr<IntraRegionGroup>> MakeGlooGroup(const GlooGroupOptions& 
   LONGHAUL_RETURN_IF_ERROR(options.Validate());
   if (options.size == 1) return MakeSingleRankGroup();
   std::error_code ec;
-  std::filesystem::create_directories(options.store_dir, ec);
+  if (!options.store) std::filesystem::create_directories(options.store_dir, ec);
   if (ec)
     return Unavailable("gloo group: cannot create store dir '" + options.store_dir.string() +
                        "': " + ec.message());
@@ -126,8 +158,12 @@ Result<std::unique_ptr<IntraRegionGroup>> MakeGlooGroup(const GlooGroupOptions& 
   Status st = GlooCall("rendezvous", [&] {
     gloo::transport::tcp::attr attr(options.host.c_str());
     auto device = gloo::transport::tcp::CreateDevice(attr);
-    gloo::rendezvous::FileStore file_store(options.store_dir.string());
-    gloo::rendezvous::PrefixStore store(options.prefix, file_store);
+    std::unique_ptr<gloo::rendezvous::Store> base;
+    if (options.store)
+      base = std::make_unique<StoreAdapter>(options.store, options.timeout);
+    else
+      base = std::make_unique<gloo::rendezvous::FileStore>(options.store_dir.string());
+    gloo::rendezvous::PrefixStore store(options.prefix, *base);
     context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
     context->setTimeout(options.timeout);
     context->connectFullMesh(store, device);

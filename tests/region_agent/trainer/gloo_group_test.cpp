@@ -139,3 +139,39 @@ TEST_CASE("trainer: two workers of a region stay bitwise identical through inner
   for (int i = 0; i < 5; ++i) REQUIRE(alone.Step().ok());
   CHECK(std::memcmp(params[0].data(), alone.model().params().data(), params[0].size() * sizeof(float)) != 0);
 }
+
+TEST_CASE("trainer: gloo group rendezvous through a RendezvousStore instead of a directory", "[trainer][gloo]") {
+  auto store = MakeInProcessRendezvousStore();
+  const int size = 3;
+  std::vector<std::string> errors(size);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      GlooGroupOptions o;
+      o.store = store;
+      o.prefix = "served";
+      o.rank = r;
+      o.size = size;
+      o.timeout = std::chrono::seconds(10);
+      auto group = MakeGlooGroup(o);
+      if (!group.ok()) {
+        errors[r] = group.status().ToString();
+        return;
+      }
+      std::vector<float> v = {static_cast<float>(r)};
+      if (auto st = (*group)->AllReduceMean(v); !st.ok()) errors[r] = st.ToString();
+      else if (v[0] != 1.0f) errors[r] = "mean of 0,1,2 is not 1";
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < size; ++r) CHECK(errors[r] == "");
+  // A store whose keys never appear: a deadline, reported as a Status.
+  GlooGroupOptions lonely;
+  lonely.store = MakeInProcessRendezvousStore();
+  lonely.prefix = "lonely";
+  lonely.size = 2;
+  lonely.timeout = std::chrono::milliseconds(200);
+  auto failed = MakeGlooGroup(lonely);
+  REQUIRE_FALSE(failed.ok());
+  CHECK(failed.status().message().find("not set within") != std::string::npos);
+}

@@ -21,6 +21,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "longhaul/common/status.h"
 
@@ -40,7 +41,23 @@ class IntraRegionGroup {
   virtual Status Barrier() = 0;
 };
 
+// A key-value store for the Gloo rendezvous, for an agent that serves it itself
+// (e.g. over its control channel) instead of a shared directory. Each rank Sets its
+// address under a few keys and Gets the others'.
+class RendezvousStore {
+ public:
+  virtual ~RendezvousStore();
+  virtual Status Set(const std::string& key, const std::vector<char>& value) = 0;
+  // Blocks until `key` exists; kDeadlineExceeded after `timeout`.
+  virtual Result<std::vector<char>> Get(const std::string& key, std::chrono::milliseconds timeout) = 0;
+};
+
+// A thread-safe in-memory store: ranks that are threads of one process (tests, or an
+// agent that relays Set/Get from its workers).
+std::shared_ptr<RendezvousStore> MakeInProcessRendezvousStore();
+
 struct GlooGroupOptions {
+  std::shared_ptr<RendezvousStore> store;  // when set, used instead of store_dir
   std::filesystem::path store_dir;  // shared rendezvous directory (created if missing)
   std::string prefix;               // unique per job + membership epoch, e.g. "job7/e3"
   int rank = 0;
