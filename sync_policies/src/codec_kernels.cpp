@@ -3,32 +3,52 @@
 #include <algorithm>
 #include <cstring>
 
-// The public kernels are compiled twice, for AVX2 and for baseline x86-64, and
-// the loader picks one per machine (GCC function multiversioning): wide vectors
-// where available, no -march flag that could break an older CPU. Both clones
-// execute the same IEEE operations, so their outputs are bit-identical.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define LONGHAUL_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+// Every kernel body is compiled twice, for AVX2 and for baseline x86-64, and the
+// first call picks one for this machine: wide vectors where available, and no
+// -march flag that could break an older CPU. Both versions execute the same IEEE
+// operations, so their outputs are bit-identical. (Plain dispatch rather than
+// GCC's target_clones: ifunc resolvers run before sanitizer runtimes start and
+// crash TSan builds.)
+#if defined(__x86_64__) && defined(__GNUC__)
+#define LONGHAUL_AVX2 __attribute__((target("avx2")))
+static bool HaveAvx2() { return __builtin_cpu_supports("avx2"); }
 #else
-#define LONGHAUL_VECTOR_CLONES
+#define LONGHAUL_AVX2
+static bool HaveAvx2() { return false; }
 #endif
+// Helpers are force-inlined so they are compiled for the target of each caller.
 #define LONGHAUL_INLINE inline __attribute__((always_inline))
+
+// Defines the public kernel `name` over the always-inline body `name##Impl`.
+#define LONGHAUL_DISPATCH(name, params, args)       \
+  namespace {                                       \
+  LONGHAUL_AVX2 void name##Avx2 params { name##Impl args; } \
+  void name##Base params { name##Impl args; }       \
+  }                                                 \
+  void name params {                                \
+    static const bool use_avx2 = HaveAvx2();        \
+    if (use_avx2) {                                 \
+      name##Avx2 args;                              \
+    } else {                                        \
+      name##Base args;                              \
+    }                                               \
+  }
 
 namespace longhaul::sync_policies::kernels {
 namespace {
 
-inline uint32_t Bits(float f) {
+LONGHAUL_INLINE uint32_t Bits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
   return u;
 }
-inline float FromBits(uint32_t u) {
+LONGHAUL_INLINE float FromBits(uint32_t u) {
   float f;
   std::memcpy(&f, &u, sizeof f);
   return f;
 }
-inline void StoreScale(std::byte* scales, size_t b, float s) { std::memcpy(scales + b * sizeof s, &s, sizeof s); }
-inline float LoadScale(const std::byte* scales, size_t b) {
+LONGHAUL_INLINE void StoreScale(std::byte* scales, size_t b, float s) { std::memcpy(scales + b * sizeof s, &s, sizeof s); }
+LONGHAUL_INLINE float LoadScale(const std::byte* scales, size_t b) {
   float s;
   std::memcpy(&s, scales + b * sizeof s, sizeof s);
   return s;
@@ -37,7 +57,7 @@ inline float LoadScale(const std::byte* scales, size_t b) {
 // Largest |x| of a block, as float. Computed on the bit patterns with an integer
 // max: the order of non-negative floats is the order of their bits, and an
 // integer max reduction vectorises where a float one (NaN rules) does not.
-inline float AbsMax(const float* x, size_t n) {
+LONGHAUL_INLINE float AbsMax(const float* x, size_t n) {
   int32_t m = 0;  // masked bits fit in int32: a signed max, which SSE2 has
   for (size_t i = 0; i < n; ++i) {
     int32_t a = static_cast<int32_t>(Bits(x[i]) & 0x7fffffffu);
@@ -49,9 +69,9 @@ inline float AbsMax(const float* x, size_t n) {
 // Round to nearest even for |v| < 2^22: adding and subtracting 1.5 * 2^23 leaves
 // the rounded value (exact IEEE ops; matches CUDA's __float2int_rn).
 constexpr float kRoundMagic = 12582912.0f;
-inline float RoundEven(float v) { return (v + kRoundMagic) - kRoundMagic; }
+LONGHAUL_INLINE float RoundEven(float v) { return (v + kRoundMagic) - kRoundMagic; }
 
-inline float InverseScale(float absmax, float levels) {
+LONGHAUL_INLINE float InverseScale(float absmax, float levels) {
   // Non-finite absmax gives 0: the output is garbage, but defined (the guard
   // rejects non-finite pseudo-gradients before they get here).
   return (absmax > 0.0f && absmax <= 3.4028234663852886e38f) ? levels / absmax : 0.0f;
@@ -61,7 +81,7 @@ inline float InverseScale(float absmax, float levels) {
 // product of a finite x is within levels * (1 + 2^-22), which rounds into
 // [-levels, levels], so no clamp is needed and the conversion is always defined.
 // (Integer selects: a float clamp does not if-convert under IEEE NaN rules.)
-inline float ScaledFinite(float x, float inv) {
+LONGHAUL_INLINE float ScaledFinite(float x, float inv) {
   uint32_t v = Bits(x * inv);
   uint32_t keep = 0u - static_cast<uint32_t>(static_cast<int32_t>(v & 0x7fffffffu) < 0x7f800000);  // all ones if finite
   return FromBits(v & keep);  // (a mask, not ?:, so GCC if-converts the loop)
@@ -70,7 +90,7 @@ inline float ScaledFinite(float x, float inv) {
 // E3M0 code of |x| * inv (in [0, 1] up to rounding): nearest power of two 2^(e-7),
 // e in 1..7, or 0 below 2^-7. Adding half a mantissa to the bits rounds to the
 // nearest power of two (ties up) by carrying into the exponent.
-inline uint32_t Fp4Magnitude(float r) {
+LONGHAUL_INLINE uint32_t Fp4Magnitude(float r) {
   uint32_t rounded = (Bits(r) & 0x7fffffffu) + 0x00400000u;
   int32_t e = static_cast<int32_t>(rounded >> 23) - 120;  // 2^0 -> 7, 2^-6 -> 1
   e = e < 0 ? 0 : e;
@@ -81,7 +101,9 @@ inline uint32_t Fp4Magnitude(float r) {
 
 }  // namespace
 
-LONGHAUL_VECTOR_CLONES void EncodeBf16(std::span<const float> in, uint16_t* out) {
+namespace {
+
+LONGHAUL_INLINE void EncodeBf16Impl(std::span<const float> in, uint16_t* out) {
   const float* x = in.data();
   for (size_t i = 0; i < in.size(); ++i) {
     uint32_t u = Bits(x[i]);
@@ -92,7 +114,7 @@ LONGHAUL_VECTOR_CLONES void EncodeBf16(std::span<const float> in, uint16_t* out)
   }
 }
 
-LONGHAUL_VECTOR_CLONES void DecodeBf16(const std::byte* in, std::span<float> out) {
+LONGHAUL_INLINE void DecodeBf16Impl(const std::byte* in, std::span<float> out) {
   float* y = out.data();
   for (size_t i = 0; i < out.size(); ++i) {
     uint16_t h;
@@ -101,7 +123,7 @@ LONGHAUL_VECTOR_CLONES void DecodeBf16(const std::byte* in, std::span<float> out
   }
 }
 
-LONGHAUL_VECTOR_CLONES void EncodeInt8Block(std::span<const float> in, size_t block, std::byte* scales, int8_t* q) {
+LONGHAUL_INLINE void EncodeInt8BlockImpl(std::span<const float> in, size_t block, std::byte* scales, int8_t* q) {
   for (size_t b = 0, start = 0; start < in.size(); ++b, start += block) {
     size_t len = std::min(block, in.size() - start);
     const float* x = in.data() + start;
@@ -113,7 +135,7 @@ LONGHAUL_VECTOR_CLONES void EncodeInt8Block(std::span<const float> in, size_t bl
   }
 }
 
-LONGHAUL_VECTOR_CLONES void DecodeInt8Block(const std::byte* scales, const int8_t* q, size_t block, std::span<float> out) {
+LONGHAUL_INLINE void DecodeInt8BlockImpl(const std::byte* scales, const int8_t* q, size_t block, std::span<float> out) {
   for (size_t b = 0, start = 0; start < out.size(); ++b, start += block) {
     size_t len = std::min(block, out.size() - start);
     float s = LoadScale(scales, b);
@@ -122,8 +144,6 @@ LONGHAUL_VECTOR_CLONES void DecodeInt8Block(const std::byte* scales, const int8_
     for (size_t i = 0; i < len; ++i) y[i] = s * static_cast<float>(src[i]);
   }
 }
-
-namespace {
 
 // Shared frame of the two nibble codecs: per-block scale, per-element 4-bit code
 // into a scratch of codes, then pairs packed (element 2i low nibble of byte i).
@@ -185,10 +205,10 @@ struct Fp4Code {
 };
 
 // Nibble values as float bits, with integer ops only (vectorisable).
-inline uint32_t Int4Bits(uint32_t nibble) {
+LONGHAUL_INLINE uint32_t Int4Bits(uint32_t nibble) {
   return Bits(static_cast<float>(static_cast<int32_t>(nibble << 28) >> 28));  // sign-extend
 }
-inline uint32_t Fp4Bits(uint32_t nibble) {
+LONGHAUL_INLINE uint32_t Fp4Bits(uint32_t nibble) {
   uint32_t e = nibble & 7u;
   uint32_t mag = e == 0 ? 0u : (e + 120u) << 23;  // 2^(e-7)
   return mag | ((nibble & 8u) << 28);
@@ -219,19 +239,29 @@ LONGHAUL_INLINE void DecodeNibbles(const std::byte* scales, const uint8_t* packe
   }
 }
 
-}  // namespace
 
-LONGHAUL_VECTOR_CLONES void EncodeInt4Block(std::span<const float> in, size_t block, std::byte* scales, uint8_t* packed) {
+LONGHAUL_INLINE void EncodeInt4BlockImpl(std::span<const float> in, size_t block, std::byte* scales, uint8_t* packed) {
   EncodeNibbles(in, block, scales, packed, Int4Code{});
 }
-LONGHAUL_VECTOR_CLONES void DecodeInt4Block(const std::byte* scales, const uint8_t* packed, size_t block, std::span<float> out) {
+LONGHAUL_INLINE void DecodeInt4BlockImpl(const std::byte* scales, const uint8_t* packed, size_t block, std::span<float> out) {
   DecodeNibbles(scales, packed, block, out, Int4Bits);
 }
-LONGHAUL_VECTOR_CLONES void EncodeFp4Block(std::span<const float> in, size_t block, std::byte* scales, uint8_t* packed) {
+LONGHAUL_INLINE void EncodeFp4BlockImpl(std::span<const float> in, size_t block, std::byte* scales, uint8_t* packed) {
   EncodeNibbles(in, block, scales, packed, Fp4Code{});
 }
-LONGHAUL_VECTOR_CLONES void DecodeFp4Block(const std::byte* scales, const uint8_t* packed, size_t block, std::span<float> out) {
+LONGHAUL_INLINE void DecodeFp4BlockImpl(const std::byte* scales, const uint8_t* packed, size_t block, std::span<float> out) {
   DecodeNibbles(scales, packed, block, out, Fp4Bits);
 }
+
+}  // namespace
+
+LONGHAUL_DISPATCH(EncodeBf16, (std::span<const float> in, uint16_t* out), (in, out))
+LONGHAUL_DISPATCH(DecodeBf16, (const std::byte* in, std::span<float> out), (in, out))
+LONGHAUL_DISPATCH(EncodeInt8Block, (std::span<const float> in, size_t block, std::byte* scales, int8_t* q), (in, block, scales, q))
+LONGHAUL_DISPATCH(DecodeInt8Block, (const std::byte* scales, const int8_t* q, size_t block, std::span<float> out), (scales, q, block, out))
+LONGHAUL_DISPATCH(EncodeInt4Block, (std::span<const float> in, size_t block, std::byte* scales, uint8_t* packed), (in, block, scales, packed))
+LONGHAUL_DISPATCH(DecodeInt4Block, (const std::byte* scales, const uint8_t* packed, size_t block, std::span<float> out), (scales, packed, block, out))
+LONGHAUL_DISPATCH(EncodeFp4Block, (std::span<const float> in, size_t block, std::byte* scales, uint8_t* packed), (in, block, scales, packed))
+LONGHAUL_DISPATCH(DecodeFp4Block, (const std::byte* scales, const uint8_t* packed, size_t block, std::span<float> out), (scales, packed, block, out))
 
 }  // namespace longhaul::sync_policies::kernels
