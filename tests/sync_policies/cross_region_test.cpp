@@ -188,6 +188,59 @@ TEST_CASE("A dead peer fails the all-reduce, names the peer, and leaves data unt
   CHECK(status[0].message().find("peer rank 3") != std::string::npos);  // its left neighbour gave up
 }
 
+namespace {
+// A participant whose link dies at its n-th Send, as a region crashing mid-collective.
+class DyingLink final : public CollectiveLink {
+ public:
+  DyingLink(InProcessGroup& group, int rank, int fatal_send) : group_(group), rank_(rank), fatal_send_(fatal_send) {}
+  int rank() const override { return rank_; }
+  int world_size() const override { return group_.size(); }
+  uint64_t bytes_sent() const override { return group_.link(rank_).bytes_sent(); }
+  Status Send(int peer, uint32_t tag, std::span<const std::byte> data, Deadline deadline) override {
+    if (++sends_ == fatal_send_) {
+      group_.Kill(rank_);
+      return Unavailable("injected crash of rank " + std::to_string(rank_));
+    }
+    return group_.link(rank_).Send(peer, tag, data, deadline);
+  }
+  Result<std::vector<std::byte>> Recv(int peer, uint32_t tag, Deadline deadline) override {
+    return group_.link(rank_).Recv(peer, tag, deadline);
+  }
+
+ private:
+  InProcessGroup& group_;
+  int rank_, fatal_send_, sends_ = 0;
+};
+}  // namespace
+
+TEST_CASE("A region crashing mid-collective leaves every participant's data untouched", "[cross_region]") {
+  // World 4: rank 1 dies at its 4th send, the first of the all-gather, after the
+  // reduce-scatter completed and while others already decode all-gather chunks.
+  const int world = 4;
+  InProcessGroup group(world);
+  DyingLink dying(group, 1, 4);
+  std::vector<std::vector<float>> data(world), before(world);
+  std::vector<Status> status(world);
+  std::vector<std::thread> threads;
+  Deadline deadline = DeadlineAfter(std::chrono::milliseconds(500));
+  for (int r = 0; r < world; ++r) {
+    data[r] = before[r] = RandomVector(1000, 70 + r);
+    threads.emplace_back([&, r] {
+      CollectiveLink& link = r == 1 ? static_cast<CollectiveLink&>(dying) : group.link(r);
+      status[r] = AllReduceMean(link, data[r], {.codec = Codec::kInt8Block}, deadline);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < world; ++r) {
+    INFO("rank " << r << ": " << status[r].ToString());
+    CHECK_FALSE(status[r].ok());
+    CHECK(data[r] == before[r]);
+  }
+  CHECK(status[1].message().find("injected crash") != std::string::npos);
+  CHECK(status[2].code() == StatusCode::kUnavailable);  // waits on rank 1's all-gather chunk
+  CHECK(status[2].message().find("peer rank 1") != std::string::npos);
+}
+
 TEST_CASE("A silent peer makes the all-reduce time out naming it", "[cross_region]") {
   InProcessGroup group(2);
   std::vector<float> data{1, 2, 3}, before = data;
