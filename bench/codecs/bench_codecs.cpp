@@ -4,7 +4,6 @@
 // the best repetition, the memcpy ratio the median one. Each codec stops early
 // after --max-seconds. The target: int8 and bf16 encode+decode >= 0.5x memcpy.
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -32,7 +31,8 @@ int main(int argc, char** argv) {
   double max_seconds = 10;
   app.add_option("--mib", mib, "buffer size in MiB of fp32 input")->check(CLI::Range(size_t{1}, size_t{4096}));
   app.add_option("--reps", reps, "repetitions per codec")->check(CLI::Range(1, 100));
-  app.add_option("--block-size", block, "floats per scale for int8/int4/fp4")->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  app.add_option("--block-size", block, "floats per scale for int8/int4/fp4")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   app.add_option("--topk-fraction", topk_fraction, "share kept by topk")->check(CLI::Range(1e-6, 1.0));
   app.add_option("--max-seconds", max_seconds, "time bound per codec, seconds")->check(CLI::Range(0.1, 600.0));
   CLI11_PARSE(app, argc, argv);
@@ -108,7 +108,10 @@ int main(int argc, char** argv) {
                 row.copy, row.ratio, bytes / static_cast<double>(row.encoded));
     if ((row.name == "int8" || row.name == "bf16") && row.ratio < 0.5) target_met = false;
   }
-  std::printf("\n(GB/s of fp32 input, best repetition; enc+dec = input bytes / (encode + decode time);\n x memcpy = median over repetitions of memcpy time / (encode + decode time), measured\n back to back; ratio = compression ratio)\n");
+  std::printf(
+      "\n(GB/s of fp32 input, best repetition; enc+dec = input bytes / (encode + decode time);\n x memcpy = median "
+      "over repetitions of memcpy time / (encode + decode time), measured\n back to back; ratio = compression "
+      "ratio)\n");
   std::printf("target int8 and bf16 enc+dec >= 0.5x memcpy: %s\n", target_met ? "met" : "NOT met");
   return 0;
 }

@@ -1,6 +1,7 @@
 #include "codec_kernels.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 // Every kernel body is compiled twice, for AVX2 and for baseline x86-64, and the
@@ -16,22 +17,25 @@ static bool HaveAvx2() { return __builtin_cpu_supports("avx2"); }
 #define LONGHAUL_AVX2
 static bool HaveAvx2() { return false; }
 #endif
+namespace {
+std::atomic<bool> g_force_baseline{false};
+}  // namespace
 // Helpers are force-inlined so they are compiled for the target of each caller.
 #define LONGHAUL_INLINE inline __attribute__((always_inline))
 
 // Defines the public kernel `name` over the always-inline body `name##Impl`.
-#define LONGHAUL_DISPATCH(name, params, args)       \
-  namespace {                                       \
-  LONGHAUL_AVX2 void name##Avx2 params { name##Impl args; } \
-  void name##Base params { name##Impl args; }       \
-  }                                                 \
-  void name params {                                \
-    static const bool use_avx2 = HaveAvx2();        \
-    if (use_avx2) {                                 \
-      name##Avx2 args;                              \
-    } else {                                        \
-      name##Base args;                              \
-    }                                               \
+#define LONGHAUL_DISPATCH(name, params, args)                            \
+  namespace {                                                            \
+  LONGHAUL_AVX2 void name##Avx2 params { name##Impl args; }              \
+  void name##Base params { name##Impl args; }                            \
+  }                                                                      \
+  void name params {                                                     \
+    static const bool use_avx2 = HaveAvx2();                             \
+    if (use_avx2 && !g_force_baseline.load(std::memory_order_relaxed)) { \
+      name##Avx2 args;                                                   \
+    } else {                                                             \
+      name##Base args;                                                   \
+    }                                                                    \
   }
 
 namespace longhaul::sync_policies::kernels {
@@ -47,7 +51,9 @@ LONGHAUL_INLINE float FromBits(uint32_t u) {
   std::memcpy(&f, &u, sizeof f);
   return f;
 }
-LONGHAUL_INLINE void StoreScale(std::byte* scales, size_t b, float s) { std::memcpy(scales + b * sizeof s, &s, sizeof s); }
+LONGHAUL_INLINE void StoreScale(std::byte* scales, size_t b, float s) {
+  std::memcpy(scales + b * sizeof s, &s, sizeof s);
+}
 LONGHAUL_INLINE float LoadScale(const std::byte* scales, size_t b) {
   float s;
   std::memcpy(&s, scales + b * sizeof s, sizeof s);
@@ -131,7 +137,8 @@ LONGHAUL_INLINE void EncodeInt8BlockImpl(std::span<const float> in, size_t block
     StoreScale(scales, b, absmax / 127.0f);
     float inv = InverseScale(absmax, 127.0f);
     int8_t* dst = q + start;
-    for (size_t i = 0; i < len; ++i) dst[i] = static_cast<int8_t>(static_cast<int32_t>(RoundEven(ScaledFinite(x[i], inv))));
+    for (size_t i = 0; i < len; ++i)
+      dst[i] = static_cast<int8_t>(static_cast<int32_t>(RoundEven(ScaledFinite(x[i], inv))));
   }
 }
 
@@ -148,7 +155,8 @@ LONGHAUL_INLINE void DecodeInt8BlockImpl(const std::byte* scales, const int8_t* 
 // Shared frame of the two nibble codecs: per-block scale, per-element 4-bit code
 // into a scratch of codes, then pairs packed (element 2i low nibble of byte i).
 template <typename CodeFn>
-LONGHAUL_INLINE void EncodeNibbles(std::span<const float> in, size_t block, std::byte* scales, uint8_t* packed, CodeFn code) {
+LONGHAUL_INLINE void EncodeNibbles(std::span<const float> in, size_t block, std::byte* scales, uint8_t* packed,
+                                   CodeFn code) {
   uint8_t codes[1024];
   size_t n = in.size();
   // Walk the input in pieces of <= 1024 elements that never straddle a block,
@@ -175,8 +183,7 @@ LONGHAUL_INLINE void EncodeNibbles(std::span<const float> in, size_t block, std:
       }
       uint8_t* dst = packed + pos / 2;
       size_t pairs = (m - i) / 2;
-      for (size_t k = 0; k < pairs; ++k)
-        dst[k] = static_cast<uint8_t>(codes[i + 2 * k] | (codes[i + 2 * k + 1] << 4));
+      for (size_t k = 0; k < pairs; ++k) dst[k] = static_cast<uint8_t>(codes[i + 2 * k] | (codes[i + 2 * k + 1] << 4));
       if ((m - i) % 2 == 1) pending = codes[m - 1];
     }
   }
@@ -215,7 +222,8 @@ LONGHAUL_INLINE uint32_t Fp4Bits(uint32_t nibble) {
 }
 
 template <typename BitsFn>
-LONGHAUL_INLINE void DecodeNibbles(const std::byte* scales, const uint8_t* packed, size_t block, std::span<float> out, BitsFn bits) {
+LONGHAUL_INLINE void DecodeNibbles(const std::byte* scales, const uint8_t* packed, size_t block, std::span<float> out,
+                                   BitsFn bits) {
   size_t n = out.size();
   float* y = out.data();
   for (size_t b = 0, start = 0; start < n; ++b, start += block) {
@@ -239,17 +247,18 @@ LONGHAUL_INLINE void DecodeNibbles(const std::byte* scales, const uint8_t* packe
   }
 }
 
-
 LONGHAUL_INLINE void EncodeInt4BlockImpl(std::span<const float> in, size_t block, std::byte* scales, uint8_t* packed) {
   EncodeNibbles(in, block, scales, packed, Int4Code{});
 }
-LONGHAUL_INLINE void DecodeInt4BlockImpl(const std::byte* scales, const uint8_t* packed, size_t block, std::span<float> out) {
+LONGHAUL_INLINE void DecodeInt4BlockImpl(const std::byte* scales, const uint8_t* packed, size_t block,
+                                         std::span<float> out) {
   DecodeNibbles(scales, packed, block, out, Int4Bits);
 }
 LONGHAUL_INLINE void EncodeFp4BlockImpl(std::span<const float> in, size_t block, std::byte* scales, uint8_t* packed) {
   EncodeNibbles(in, block, scales, packed, Fp4Code{});
 }
-LONGHAUL_INLINE void DecodeFp4BlockImpl(const std::byte* scales, const uint8_t* packed, size_t block, std::span<float> out) {
+LONGHAUL_INLINE void DecodeFp4BlockImpl(const std::byte* scales, const uint8_t* packed, size_t block,
+                                        std::span<float> out) {
   DecodeNibbles(scales, packed, block, out, Fp4Bits);
 }
 
@@ -257,11 +266,22 @@ LONGHAUL_INLINE void DecodeFp4BlockImpl(const std::byte* scales, const uint8_t* 
 
 LONGHAUL_DISPATCH(EncodeBf16, (std::span<const float> in, uint16_t* out), (in, out))
 LONGHAUL_DISPATCH(DecodeBf16, (const std::byte* in, std::span<float> out), (in, out))
-LONGHAUL_DISPATCH(EncodeInt8Block, (std::span<const float> in, size_t block, std::byte* scales, int8_t* q), (in, block, scales, q))
-LONGHAUL_DISPATCH(DecodeInt8Block, (const std::byte* scales, const int8_t* q, size_t block, std::span<float> out), (scales, q, block, out))
-LONGHAUL_DISPATCH(EncodeInt4Block, (std::span<const float> in, size_t block, std::byte* scales, uint8_t* packed), (in, block, scales, packed))
-LONGHAUL_DISPATCH(DecodeInt4Block, (const std::byte* scales, const uint8_t* packed, size_t block, std::span<float> out), (scales, packed, block, out))
-LONGHAUL_DISPATCH(EncodeFp4Block, (std::span<const float> in, size_t block, std::byte* scales, uint8_t* packed), (in, block, scales, packed))
-LONGHAUL_DISPATCH(DecodeFp4Block, (const std::byte* scales, const uint8_t* packed, size_t block, std::span<float> out), (scales, packed, block, out))
+LONGHAUL_DISPATCH(EncodeInt8Block, (std::span<const float> in, size_t block, std::byte* scales, int8_t* q),
+                  (in, block, scales, q))
+LONGHAUL_DISPATCH(DecodeInt8Block, (const std::byte* scales, const int8_t* q, size_t block, std::span<float> out),
+                  (scales, q, block, out))
+LONGHAUL_DISPATCH(EncodeInt4Block, (std::span<const float> in, size_t block, std::byte* scales, uint8_t* packed),
+                  (in, block, scales, packed))
+LONGHAUL_DISPATCH(DecodeInt4Block, (const std::byte* scales, const uint8_t* packed, size_t block, std::span<float> out),
+                  (scales, packed, block, out))
+LONGHAUL_DISPATCH(EncodeFp4Block, (std::span<const float> in, size_t block, std::byte* scales, uint8_t* packed),
+                  (in, block, scales, packed))
+LONGHAUL_DISPATCH(DecodeFp4Block, (const std::byte* scales, const uint8_t* packed, size_t block, std::span<float> out),
+                  (scales, packed, block, out))
+
+bool ForceBaselineKernels(bool force) {
+  g_force_baseline.store(force);
+  return HaveAvx2();
+}
 
 }  // namespace longhaul::sync_policies::kernels

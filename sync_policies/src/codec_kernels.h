@@ -24,4 +24,8 @@ void DecodeInt4Block(const std::byte* scales, const uint8_t* packed, size_t bloc
 void EncodeFp4Block(std::span<const float> in, size_t block, std::byte* scales, uint8_t* packed);
 void DecodeFp4Block(const std::byte* scales, const uint8_t* packed, size_t block, std::span<float> out);
 
+// Tests: force the baseline (non-AVX2) kernels or go back to the best ones.
+// Returns whether this machine has the AVX2 versions at all.
+bool ForceBaselineKernels(bool force);
+
 }  // namespace longhaul::sync_policies::kernels

@@ -19,12 +19,18 @@ Result<Codec> ParseCodec(std::string_view name) {
 
 std::string_view CodecName(Codec codec) {
   switch (codec) {
-    case Codec::kFp32: return "fp32";
-    case Codec::kBf16: return "bf16";
-    case Codec::kInt8Block: return "int8";
-    case Codec::kInt4Block: return "int4";
-    case Codec::kFp4E3M0: return "fp4";
-    case Codec::kTopK: return "topk";
+    case Codec::kFp32:
+      return "fp32";
+    case Codec::kBf16:
+      return "bf16";
+    case Codec::kInt8Block:
+      return "int8";
+    case Codec::kInt4Block:
+      return "int4";
+    case Codec::kFp4E3M0:
+      return "fp4";
+    case Codec::kTopK:
+      return "topk";
   }
   return "unknown";
 }

@@ -20,10 +20,14 @@ uint32_t ReadU32(const std::byte* p) {
 
 const char* PhaseName(Phase phase) {
   switch (phase) {
-    case Phase::kReduceScatter: return "reduce-scatter";
-    case Phase::kAllGather: return "all-gather";
-    case Phase::kSparseAllGather: return "sparse all-gather";
-    case Phase::kBroadcast: return "broadcast";
+    case Phase::kReduceScatter:
+      return "reduce-scatter";
+    case Phase::kAllGather:
+      return "all-gather";
+    case Phase::kSparseAllGather:
+      return "sparse all-gather";
+    case Phase::kBroadcast:
+      return "broadcast";
   }
   return "unknown phase";
 }
@@ -36,8 +40,8 @@ Status SendFrame(CollectiveLink& link, int peer, Phase phase, uint32_t chunk, st
   if (!payload.empty()) std::memcpy(bytes.data() + kHeaderBytes, payload.data(), payload.size());
   Status s = link.Send(peer, Tag(phase), bytes, deadline);
   if (!s.ok())
-    return s.WithContext(std::string(PhaseName(phase)) + ": sending chunk " + std::to_string(chunk) +
-                         " to peer rank " + std::to_string(peer));
+    return s.WithContext(std::string(PhaseName(phase)) + ": sending chunk " + std::to_string(chunk) + " to peer rank " +
+                         std::to_string(peer));
   if (bytes_sent) *bytes_sent += bytes.size();
   return Status::Ok();
 }
@@ -58,8 +62,8 @@ Result<Frame> RecvFrame(CollectiveLink& link, int peer, Phase phase, uint32_t ch
     return DataLoss(where + ": got chunk " + std::to_string(ReadU32(h + 8)) + " of a world of " +
                     std::to_string(ReadU32(h + 12)) + " (stale or misrouted message)");
   if (frame.bytes.size() - kHeaderBytes != payload_bytes)
-    return DataLoss(where + ": payload of " + std::to_string(frame.bytes.size() - kHeaderBytes) +
-                    " bytes, expected " + std::to_string(payload_bytes));
+    return DataLoss(where + ": payload of " + std::to_string(frame.bytes.size() - kHeaderBytes) + " bytes, expected " +
+                    std::to_string(payload_bytes));
   return frame;
 }
 

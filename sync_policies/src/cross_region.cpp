@@ -9,8 +9,8 @@
 
 namespace longhaul::sync_policies {
 
-Status AllReduceMean(CollectiveLink& link, std::span<float> data, const CompressionOptions& options,
-                     Deadline deadline, CollectiveStats* stats, ErrorFeedback* feedback) {
+Status AllReduceMean(CollectiveLink& link, std::span<float> data, const CompressionOptions& options, Deadline deadline,
+                     CollectiveStats* stats, ErrorFeedback* feedback) {
   const auto start = std::chrono::steady_clock::now();
   LONGHAUL_ASSIGN_OR_RETURN(std::unique_ptr<Compressor> codec, Compressor::Create(options));
   uint64_t sent = 0;
@@ -45,8 +45,8 @@ Status Broadcast(CollectiveLink& link, int root, std::span<float> data, Deadline
     payload = frame.payload();
   }
   if (distance < world - 1) {
-    Status s = wire::SendFrame(link, (rank + 1) % world, wire::Phase::kBroadcast, static_cast<uint32_t>(root),
-                               payload, deadline, nullptr);
+    Status s = wire::SendFrame(link, (rank + 1) % world, wire::Phase::kBroadcast, static_cast<uint32_t>(root), payload,
+                               deadline, nullptr);
     if (!s.ok()) return s.WithContext("broadcast on rank " + std::to_string(rank));
   }
   if (distance > 0 && bytes > 0) std::memcpy(data.data(), payload.data(), bytes);

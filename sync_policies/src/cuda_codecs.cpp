@@ -14,20 +14,29 @@ namespace {
 
 Result<int> DenseLauncherCodec(Codec codec) {
   switch (codec) {
-    case Codec::kFp32: return int{cuda_detail::kFp32};
-    case Codec::kBf16: return int{cuda_detail::kBf16};
-    case Codec::kInt8Block: return int{cuda_detail::kInt8};
-    case Codec::kInt4Block: return int{cuda_detail::kInt4};
-    case Codec::kFp4E3M0: return int{cuda_detail::kFp4};
-    default: return InvalidArgument("codec " + std::string(CodecName(codec)) + " is not dense");
+    case Codec::kFp32:
+      return int{cuda_detail::kFp32};
+    case Codec::kBf16:
+      return int{cuda_detail::kBf16};
+    case Codec::kInt8Block:
+      return int{cuda_detail::kInt8};
+    case Codec::kInt4Block:
+      return int{cuda_detail::kInt4};
+    case Codec::kFp4E3M0:
+      return int{cuda_detail::kFp4};
+    default:
+      return InvalidArgument("codec " + std::string(CodecName(codec)) + " is not dense");
   }
 }
 
 Status ToStatus(const cuda_detail::LaunchResult& r) {
   switch (r.kind) {
-    case cuda_detail::LaunchResult::kOk: return Status::Ok();
-    case cuda_detail::LaunchResult::kBadInput: return DataLoss(r.message);
-    case cuda_detail::LaunchResult::kCudaError: break;
+    case cuda_detail::LaunchResult::kOk:
+      return Status::Ok();
+    case cuda_detail::LaunchResult::kBadInput:
+      return DataLoss(r.message);
+    case cuda_detail::LaunchResult::kCudaError:
+      break;
   }
   return Unavailable(r.message);
 }
@@ -47,8 +56,7 @@ Status EncodeOnDevice(const CompressionOptions& options, const float* in, size_t
 Status DecodeOnDevice(const CompressionOptions& options, const std::byte* in, size_t n, float* out) {
   LONGHAUL_ASSIGN_OR_RETURN(auto cpu, Compressor::Create(options));
   if (options.codec == Codec::kTopK)
-    return ToStatus(
-        cuda_detail::DecodeTopK(in, cpu->EncodedBytes(n), n, TopKCount(n, options.topk_fraction), out));
+    return ToStatus(cuda_detail::DecodeTopK(in, cpu->EncodedBytes(n), n, TopKCount(n, options.topk_fraction), out));
   LONGHAUL_ASSIGN_OR_RETURN(int codec, DenseLauncherCodec(options.codec));
   return ToStatus(cuda_detail::Decode(codec, in, cpu->EncodedBytes(n), n, options.block_size, out));
 }

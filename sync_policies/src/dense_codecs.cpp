@@ -22,7 +22,8 @@ class Fp32Compressor final : public Compressor {
     if (!in.empty()) std::memcpy(out.data(), in.data(), out.size());
   }
   Status Decode(std::span<const std::byte> in, std::span<float> out) const override {
-    if (in.size() != EncodedBytes(out.size())) return SizeMismatch(codec(), in.size(), EncodedBytes(out.size()), out.size());
+    if (in.size() != EncodedBytes(out.size()))
+      return SizeMismatch(codec(), in.size(), EncodedBytes(out.size()), out.size());
     if (!in.empty()) std::memcpy(out.data(), in.data(), in.size());
     return Status::Ok();
   }
@@ -37,7 +38,8 @@ class Bf16Compressor final : public Compressor {
     kernels::EncodeBf16(in, reinterpret_cast<uint16_t*>(out.data()));
   }
   Status Decode(std::span<const std::byte> in, std::span<float> out) const override {
-    if (in.size() != EncodedBytes(out.size())) return SizeMismatch(codec(), in.size(), EncodedBytes(out.size()), out.size());
+    if (in.size() != EncodedBytes(out.size()))
+      return SizeMismatch(codec(), in.size(), EncodedBytes(out.size()), out.size());
     kernels::DecodeBf16(in.data(), out);
     return Status::Ok();
   }
@@ -57,19 +59,32 @@ class BlockCompressor final : public Compressor {
     std::byte* scales = out.data();
     std::byte* body = out.data() + kernels::NumBlocks(in.size(), block_) * sizeof(float);
     switch (codec_) {
-      case Codec::kInt8Block: kernels::EncodeInt8Block(in, block_, scales, reinterpret_cast<int8_t*>(body)); break;
-      case Codec::kInt4Block: kernels::EncodeInt4Block(in, block_, scales, reinterpret_cast<uint8_t*>(body)); break;
-      default: kernels::EncodeFp4Block(in, block_, scales, reinterpret_cast<uint8_t*>(body)); break;
+      case Codec::kInt8Block:
+        kernels::EncodeInt8Block(in, block_, scales, reinterpret_cast<int8_t*>(body));
+        break;
+      case Codec::kInt4Block:
+        kernels::EncodeInt4Block(in, block_, scales, reinterpret_cast<uint8_t*>(body));
+        break;
+      default:
+        kernels::EncodeFp4Block(in, block_, scales, reinterpret_cast<uint8_t*>(body));
+        break;
     }
   }
   Status Decode(std::span<const std::byte> in, std::span<float> out) const override {
-    if (in.size() != EncodedBytes(out.size())) return SizeMismatch(codec(), in.size(), EncodedBytes(out.size()), out.size());
+    if (in.size() != EncodedBytes(out.size()))
+      return SizeMismatch(codec(), in.size(), EncodedBytes(out.size()), out.size());
     const std::byte* scales = in.data();
     const std::byte* body = in.data() + kernels::NumBlocks(out.size(), block_) * sizeof(float);
     switch (codec_) {
-      case Codec::kInt8Block: kernels::DecodeInt8Block(scales, reinterpret_cast<const int8_t*>(body), block_, out); break;
-      case Codec::kInt4Block: kernels::DecodeInt4Block(scales, reinterpret_cast<const uint8_t*>(body), block_, out); break;
-      default: kernels::DecodeFp4Block(scales, reinterpret_cast<const uint8_t*>(body), block_, out); break;
+      case Codec::kInt8Block:
+        kernels::DecodeInt8Block(scales, reinterpret_cast<const int8_t*>(body), block_, out);
+        break;
+      case Codec::kInt4Block:
+        kernels::DecodeInt4Block(scales, reinterpret_cast<const uint8_t*>(body), block_, out);
+        break;
+      default:
+        kernels::DecodeFp4Block(scales, reinterpret_cast<const uint8_t*>(body), block_, out);
+        break;
     }
     return Status::Ok();
   }
@@ -83,9 +98,12 @@ class BlockCompressor final : public Compressor {
 
 std::unique_ptr<Compressor> MakeDenseCompressor(const CompressionOptions& options) {
   switch (options.codec) {
-    case Codec::kFp32: return std::make_unique<Fp32Compressor>();
-    case Codec::kBf16: return std::make_unique<Bf16Compressor>();
-    default: return std::make_unique<BlockCompressor>(options.codec, options.block_size);
+    case Codec::kFp32:
+      return std::make_unique<Fp32Compressor>();
+    case Codec::kBf16:
+      return std::make_unique<Bf16Compressor>();
+    default:
+      return std::make_unique<BlockCompressor>(options.codec, options.block_size);
   }
 }
 

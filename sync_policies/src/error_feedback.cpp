@@ -2,8 +2,7 @@
 
 namespace longhaul::sync_policies {
 
-void ErrorFeedback::Compress(const Compressor& compressor, std::span<const float> update,
-                             std::vector<std::byte>& out) {
+void ErrorFeedback::Compress(const Compressor& compressor, std::span<const float> update, std::vector<std::byte>& out) {
   if (residual_.size() != update.size()) residual_.assign(update.size(), 0.0f);
   float* r = residual_.data();
   for (size_t i = 0; i < update.size(); ++i) r[i] += update[i];  // r = update + residual

@@ -38,9 +38,9 @@ Status PseudoGradientGuard::Check(std::string_view region, std::span<const float
   if (!finite) {
     size_t i = 0;
     while (i < g.size() && std::isfinite(g[i])) ++i;
-    return InvalidArgument("pseudo-gradient from region " + std::string(region) + " rejected: " +
-                           (std::isnan(g[i]) ? "NaN" : "Inf") + " at index " + std::to_string(i) + " of " +
-                           std::to_string(g.size()));
+    return InvalidArgument("pseudo-gradient from region " + std::string(region) +
+                           " rejected: " + (std::isnan(g[i]) ? "NaN" : "Inf") + " at index " + std::to_string(i) +
+                           " of " + std::to_string(g.size()));
   }
   double norm = std::sqrt(sum);
   double reference = ReferenceNorm();

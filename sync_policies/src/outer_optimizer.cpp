@@ -18,7 +18,7 @@ Status OuterOptimizerOptions::Validate() const {
 }
 
 Result<std::unique_ptr<OuterOptimizer>> OuterOptimizer::Create(const OuterOptimizerOptions& options,
-                                                              size_t shard_size) {
+                                                               size_t shard_size) {
   LONGHAUL_RETURN_IF_ERROR(options.Validate());
   Kind kind = options.name == "sgd" ? Kind::kSgd : options.name == "momentum" ? Kind::kMomentum : Kind::kNesterov;
   return std::unique_ptr<OuterOptimizer>(new OuterOptimizer(options, kind, shard_size));

@@ -1,8 +1,7 @@
 // Dense AllReduceMean: ring reduce-scatter with fp32 accumulation and
 // re-quantisation per hop, then a ring all-gather of the owners' exact bytes.
-#include "collectives_impl.h"
-
 #include "collective_wire.h"
+#include "collectives_impl.h"
 #include "longhaul/sync_policies/schedule.h"
 
 namespace longhaul::sync_policies {
@@ -26,8 +25,8 @@ Status RingAllReduceMean(CollectiveLink& link, std::span<float> data, const Comp
   for (int s = 0; s < world - 1; ++s) {
     int send_c = (rank - s + 2 * world) % world, recv_c = (rank - s - 1 + 2 * world) % world;
     if (s == 0) codec.Encode(chunk(work, send_c), outgoing);
-    LONGHAUL_RETURN_IF_ERROR(wire::SendFrame(link, right, wire::Phase::kReduceScatter, send_c, outgoing, deadline,
-                                             bytes_sent));
+    LONGHAUL_RETURN_IF_ERROR(
+        wire::SendFrame(link, right, wire::Phase::kReduceScatter, send_c, outgoing, deadline, bytes_sent));
     std::span<float> acc = chunk(work, recv_c);
     LONGHAUL_ASSIGN_OR_RETURN(wire::Frame frame, wire::RecvFrame(link, left, wire::Phase::kReduceScatter, recv_c,
                                                                  codec.EncodedBytes(acc.size()), deadline));

@@ -101,8 +101,10 @@ std::vector<int> Heuristic(const BandwidthMatrix& m, int* passes_out) {
       for (int j = i + 1; j < n && !improved; ++j) {
         for (int move = 0; move < 2 && !improved; ++move) {
           std::vector<int> cand = best;
-          if (move == 0) std::swap(cand[i], cand[j]);
-          else std::reverse(cand.begin() + i, cand.begin() + j + 1);
+          if (move == 0)
+            std::swap(cand[i], cand[j]);
+          else
+            std::reverse(cand.begin() + i, cand.begin() + j + 1);
           Score s = Evaluate(m, cand);
           if (s.BetterThan(best_score)) {
             best = std::move(cand);

@@ -16,13 +16,14 @@ Status ScheduleOptions::Validate() const {
     if (fragments != 1)
       return bad("fragments must be 1 for diloco, got " + std::to_string(fragments) + " (use streaming_diloco)");
     if (overlap_steps != 0)
-      return bad("overlap_steps must be 0 for diloco, got " + std::to_string(overlap_steps) + " (use streaming_diloco)");
+      return bad("overlap_steps must be 0 for diloco, got " + std::to_string(overlap_steps) +
+                 " (use streaming_diloco)");
     return Status::Ok();
   }
   if (fragments == 0) return bad("fragments must be > 0, got 0");
   if (inner_steps % fragments != 0)
-    return bad("fragments (" + std::to_string(fragments) + ") must divide inner_steps (" +
-               std::to_string(inner_steps) + ")");
+    return bad("fragments (" + std::to_string(fragments) + ") must divide inner_steps (" + std::to_string(inner_steps) +
+               ")");
   uint32_t stagger = inner_steps / fragments;
   if (overlap_steps >= stagger)
     return bad("overlap_steps must be < inner_steps / fragments = " + std::to_string(stagger) + ", got " +
@@ -98,9 +99,8 @@ Result<std::unique_ptr<SyncSchedule>> SyncSchedule::Create(const ScheduleOptions
   if (options.kind == "local") return std::unique_ptr<SyncSchedule>(new LocalSchedule());
   if (options.kind == "diloco")
     return std::unique_ptr<SyncSchedule>(new StreamingSchedule("diloco", options.inner_steps, 1, 0, 0.0));
-  return std::unique_ptr<SyncSchedule>(new StreamingSchedule("streaming_diloco", options.inner_steps,
-                                                             options.fragments, options.overlap_steps,
-                                                             options.mixing_alpha));
+  return std::unique_ptr<SyncSchedule>(new StreamingSchedule("streaming_diloco", options.inner_steps, options.fragments,
+                                                             options.overlap_steps, options.mixing_alpha));
 }
 
 std::pair<size_t, size_t> FragmentRange(size_t n, uint32_t fragments, uint32_t p) {

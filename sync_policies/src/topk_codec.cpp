@@ -69,8 +69,8 @@ class TopKCompressor final : public Compressor {
     uint32_t k;
     std::memcpy(&k, in.data(), 4);
     if (in.size() != 4 + size_t{k} * 8)
-      return DataLoss("topk payload of " + std::to_string(in.size()) + " bytes does not hold its " +
-                      std::to_string(k) + " entries");
+      return DataLoss("topk payload of " + std::to_string(in.size()) + " bytes does not hold its " + std::to_string(k) +
+                      " entries");
     // k is a function of the length: a different k means a different length or
     // topk_fraction on the sender's side.
     if (k != TopKCount(out.size(), fraction_))

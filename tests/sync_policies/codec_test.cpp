@@ -1,11 +1,11 @@
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
+#include "codec_kernels.h"  // internal: ForceBaselineKernels
 #include "longhaul/sync_policies/compressor.h"
 
 using namespace longhaul;
@@ -187,4 +187,28 @@ TEST_CASE("Non-finite input encodes to defined output (the guard rejects it earl
     CHECK(out.size() == 4);
   }
   CHECK(std::isnan(RoundTrip(*Make(Codec::kBf16), in)[1]));
+}
+
+TEST_CASE("AVX2 and baseline kernels produce the same bytes", "[codec]") {
+  // Regions on different CPUs must encode identically (replicas stay bit-equal).
+  auto in = RandomVector(10001, 9);
+  in[3] = 0.0f;
+  in[4] = -0.0f;
+  for (Codec c : {Codec::kBf16, Codec::kInt8Block, Codec::kInt4Block, Codec::kFp4E3M0}) {
+    for (size_t block : {size_t{7}, size_t{256}}) {
+      INFO("codec " << CodecName(c) << ", block " << block);
+      auto codec = Make(c, block);
+      std::vector<std::byte> best, baseline;
+      std::vector<float> best_out(in.size()), baseline_out(in.size());
+      codec->Encode(in, best);
+      REQUIRE(codec->Decode(best, best_out).ok());
+      bool has_avx2 = kernels::ForceBaselineKernels(true);
+      codec->Encode(in, baseline);
+      REQUIRE(codec->Decode(baseline, baseline_out).ok());
+      kernels::ForceBaselineKernels(false);
+      if (!has_avx2) WARN("no AVX2 on this machine: both runs used the baseline kernels");
+      REQUIRE(best == baseline);
+      REQUIRE(std::memcmp(best_out.data(), baseline_out.data(), in.size() * sizeof(float)) == 0);
+    }
+  }
 }

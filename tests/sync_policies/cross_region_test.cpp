@@ -1,5 +1,6 @@
-#include <catch2/catch.hpp>
+#include "longhaul/sync_policies/cross_region.h"
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -7,7 +8,6 @@
 #include <thread>
 #include <vector>
 
-#include "longhaul/sync_policies/cross_region.h"
 #include "longhaul/sync_policies/in_process_link.h"
 
 using namespace longhaul;
@@ -286,9 +286,8 @@ TEST_CASE("Broadcast copies the root's data exactly to every participant", "[cro
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     data[r] = RandomVector(777, 300 + r);
-    threads.emplace_back([&, r] {
-      status[r] = Broadcast(group.link(r), root, data[r], DeadlineAfter(std::chrono::seconds(20)));
-    });
+    threads.emplace_back(
+        [&, r] { status[r] = Broadcast(group.link(r), root, data[r], DeadlineAfter(std::chrono::seconds(20))); });
   }
   for (auto& t : threads) t.join();
   auto expected = RandomVector(777, 300 + root);

@@ -1,7 +1,6 @@
 // GPU codecs against the CPU ones, bit for bit. Skipped (with a warning naming
 // the reason) where no CUDA device is usable, e.g. no driver (error 35).
 #include <catch2/catch.hpp>
-
 #include <cstring>
 #include <random>
 #include <vector>
@@ -60,7 +59,8 @@ TEST_CASE("CUDA codecs match the CPU codecs bit for bit", "[cuda]") {
   {
     // Top-k with ties (repeated magnitudes) must pick the same lower indices.
     std::vector<float> ties = in;
-    for (size_t i = 0; i < n; i += 3) ties[i] = (i % 2 ? -10.0f : 10.0f);  // above every N(0, 2) sample: the tie rule decides
+    for (size_t i = 0; i < n; i += 3)
+      ties[i] = (i % 2 ? -10.0f : 10.0f);  // above every N(0, 2) sample: the tie rule decides
     REQUIRE(cudaMemcpy(d_in, ties.data(), n * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
     CompressionOptions options{.codec = Codec::kTopK, .topk_fraction = 0.05};
     auto cpu = Compressor::Create(options);

@@ -1,9 +1,8 @@
-#include <catch2/catch.hpp>
+#include "longhaul/sync_policies/guard.h"
 
+#include <catch2/catch.hpp>
 #include <limits>
 #include <vector>
-
-#include "longhaul/sync_policies/guard.h"
 
 using namespace longhaul;
 using namespace longhaul::sync_policies;

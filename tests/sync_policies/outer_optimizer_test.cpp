@@ -1,8 +1,7 @@
-#include <catch2/catch.hpp>
-
-#include <vector>
-
 #include "longhaul/sync_policies/outer_optimizer.h"
+
+#include <catch2/catch.hpp>
+#include <vector>
 
 using namespace longhaul;
 using namespace longhaul::sync_policies;

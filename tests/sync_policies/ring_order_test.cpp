@@ -1,10 +1,9 @@
-#include <catch2/catch.hpp>
+#include "longhaul/sync_policies/ring_order.h"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <random>
 #include <set>
-
-#include "longhaul/sync_policies/ring_order.h"
 
 using namespace longhaul;
 using namespace longhaul::sync_policies;
@@ -13,7 +12,8 @@ namespace {
 
 double Bottleneck(const BandwidthMatrix& m, const std::vector<int>& order) {
   double b = 1e300;
-  for (size_t k = 0; k < order.size(); ++k) b = std::min(b, m.bytes_per_second[order[k]][order[(k + 1) % order.size()]]);
+  for (size_t k = 0; k < order.size(); ++k)
+    b = std::min(b, m.bytes_per_second[order[k]][order[(k + 1) % order.size()]]);
   return b;
 }
 

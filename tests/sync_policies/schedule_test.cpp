@@ -1,8 +1,7 @@
-#include <catch2/catch.hpp>
-
-#include <vector>
-
 #include "longhaul/sync_policies/schedule.h"
+
+#include <catch2/catch.hpp>
+#include <vector>
 
 using namespace longhaul;
 using namespace longhaul::sync_policies;
@@ -19,8 +18,7 @@ using A = SyncAction;
 TEST_CASE("Fully synchronous schedule all-reduces gradients every step", "[schedule]") {
   auto s = Make({.kind = "sync"});
   CHECK(s->kind() == "sync");
-  for (uint64_t step = 1; step <= 5; ++step)
-    CHECK(s->AfterStep(step) == std::vector<A>{{A::kGradientAllReduce, -1}});
+  for (uint64_t step = 1; step <= 5; ++step) CHECK(s->AfterStep(step) == std::vector<A>{{A::kGradientAllReduce, -1}});
   CHECK(s->AfterStep(0).empty());
 }
 
@@ -43,18 +41,17 @@ TEST_CASE("DiLoCo syncs and applies the whole vector every H steps", "[schedule]
 }
 
 TEST_CASE("Streaming DiLoCo staggers fragments and applies each tau steps after sending", "[schedule]") {
-  auto s = Make({.kind = "streaming_diloco", .inner_steps = 12, .fragments = 3, .overlap_steps = 2,
-                 .mixing_alpha = 0.25});
+  auto s =
+      Make({.kind = "streaming_diloco", .inner_steps = 12, .fragments = 3, .overlap_steps = 2, .mixing_alpha = 0.25});
   CHECK(s->fragments() == 3);
   CHECK(s->mixing_alpha() == 0.25);
   std::vector<std::pair<uint64_t, A>> seen;
   for (uint64_t step = 1; step <= 26; ++step)
     for (const A& a : s->AfterStep(step)) seen.push_back({step, a});
   std::vector<std::pair<uint64_t, A>> expected{
-      {4, {A::kOuterSync, 0}},      {6, {A::kApplyFragment, 0}}, {8, {A::kOuterSync, 1}},
-      {10, {A::kApplyFragment, 1}}, {12, {A::kOuterSync, 2}},    {14, {A::kApplyFragment, 2}},
-      {16, {A::kOuterSync, 0}},     {18, {A::kApplyFragment, 0}}, {20, {A::kOuterSync, 1}},
-      {22, {A::kApplyFragment, 1}}, {24, {A::kOuterSync, 2}},    {26, {A::kApplyFragment, 2}}};
+      {4, {A::kOuterSync, 0}},  {6, {A::kApplyFragment, 0}},  {8, {A::kOuterSync, 1}},  {10, {A::kApplyFragment, 1}},
+      {12, {A::kOuterSync, 2}}, {14, {A::kApplyFragment, 2}}, {16, {A::kOuterSync, 0}}, {18, {A::kApplyFragment, 0}},
+      {20, {A::kOuterSync, 1}}, {22, {A::kApplyFragment, 1}}, {24, {A::kOuterSync, 2}}, {26, {A::kApplyFragment, 2}}};
   CHECK(seen == expected);
   // Each fragment is synced once every H steps.
   auto once = Make({.kind = "streaming_diloco", .inner_steps = 8, .fragments = 4, .overlap_steps = 0});
@@ -76,8 +73,9 @@ TEST_CASE("Schedule options are validated with the field and value named", "[sch
         std::string::npos);
   CHECK(msg({.kind = "streaming_diloco", .inner_steps = 12, .fragments = 3, .overlap_steps = 4})
             .find("overlap_steps must be < inner_steps / fragments = 4, got 4") != std::string::npos);
-  CHECK(msg({.kind = "streaming_diloco", .inner_steps = 12, .fragments = 3, .mixing_alpha = 1.5})
-            .find("mixing_alpha") != std::string::npos);
+  CHECK(
+      msg({.kind = "streaming_diloco", .inner_steps = 12, .fragments = 3, .mixing_alpha = 1.5}).find("mixing_alpha") !=
+      std::string::npos);
   CHECK_FALSE(SyncSchedule::Create({.kind = "streaming_diloco", .fragments = 0}).ok());
 }
 

@@ -24,8 +24,8 @@ __device__ __forceinline__ float InverseScale(float absmax, float levels) {
 }
 
 // One CUDA block per quantisation block: absmax via the bit patterns (as the CPU).
-__global__ void ScalesKernel(const float* in, size_t n, size_t block, float levels, float scale_div,
-                             float* scales, float* inverses) {
+__global__ void ScalesKernel(const float* in, size_t n, size_t block, float levels, float scale_div, float* scales,
+                             float* inverses) {
   __shared__ unsigned int partial[kThreads];
   size_t start = static_cast<size_t>(blockIdx.x) * block;
   size_t end = start + block < n ? start + block : n;
@@ -84,8 +84,8 @@ __global__ void EncodeNibbleKernel(const float* in, size_t n, size_t block, cons
     for (int k = 0; k < 2; ++k) {
       size_t i = 2 * j + k;
       if (i >= n) break;
-      code[k] = fp4 ? Fp4Code(in[i], inv[i / block])
-                    : static_cast<unsigned int>(Quantise(in[i], inv[i / block])) & 0xfu;
+      code[k] =
+          fp4 ? Fp4Code(in[i], inv[i / block]) : static_cast<unsigned int>(Quantise(in[i], inv[i / block])) & 0xfu;
     }
     packed[j] = static_cast<uint8_t>(code[0] | (code[1] << 4));
   }
@@ -141,10 +141,14 @@ size_t NumBlocks(size_t n, size_t block) { return (n + block - 1) / block; }
 
 size_t EncodedSize(int codec, size_t n, size_t block) {
   switch (codec) {
-    case kFp32: return 4 * n;
-    case kBf16: return 2 * n;
-    case kInt8: return 4 * NumBlocks(n, block) + n;
-    default: return 4 * NumBlocks(n, block) + (n + 1) / 2;
+    case kFp32:
+      return 4 * n;
+    case kBf16:
+      return 2 * n;
+    case kInt8:
+      return 4 * NumBlocks(n, block) + n;
+    default:
+      return 4 * NumBlocks(n, block) + (n + 1) / 2;
   }
 }
 
@@ -159,9 +163,11 @@ LaunchResult DeviceCheck() {
 }
 
 LaunchResult Encode(int codec, const float* in, size_t n, size_t block, void* out, size_t out_bytes) {
-  if (out_bytes != EncodedSize(codec, n, block)) return LaunchResult::Bad("encode: output buffer size does not match the codec layout");
+  if (out_bytes != EncodedSize(codec, n, block))
+    return LaunchResult::Bad("encode: output buffer size does not match the codec layout");
   if (n == 0) return LaunchResult::Ok();
-  if (codec == kFp32) return LaunchResult::Cuda(Check(cudaMemcpy(out, in, 4 * n, cudaMemcpyDeviceToDevice), "cudaMemcpy"));
+  if (codec == kFp32)
+    return LaunchResult::Cuda(Check(cudaMemcpy(out, in, 4 * n, cudaMemcpyDeviceToDevice), "cudaMemcpy"));
   if (codec == kBf16) {
     EncodeBf16Kernel<<<Grid(n), kThreads>>>(in, n, static_cast<uint16_t*>(out));
     return LaunchResult::Cuda(Check(cudaDeviceSynchronize(), "bf16 encode kernel"));
@@ -186,9 +192,11 @@ LaunchResult Encode(int codec, const float* in, size_t n, size_t block, void* ou
 }
 
 LaunchResult Decode(int codec, const void* in, size_t in_bytes, size_t n, size_t block, float* out) {
-  if (in_bytes != EncodedSize(codec, n, block)) return LaunchResult::Bad("decode: payload size does not match the codec layout");
+  if (in_bytes != EncodedSize(codec, n, block))
+    return LaunchResult::Bad("decode: payload size does not match the codec layout");
   if (n == 0) return LaunchResult::Ok();
-  if (codec == kFp32) return LaunchResult::Cuda(Check(cudaMemcpy(out, in, 4 * n, cudaMemcpyDeviceToDevice), "cudaMemcpy"));
+  if (codec == kFp32)
+    return LaunchResult::Cuda(Check(cudaMemcpy(out, in, 4 * n, cudaMemcpyDeviceToDevice), "cudaMemcpy"));
   if (codec == kBf16) {
     DecodeBf16Kernel<<<Grid(n), kThreads>>>(static_cast<const uint16_t*>(in), n, out);
     return LaunchResult::Cuda(Check(cudaDeviceSynchronize(), "bf16 decode kernel"));

@@ -19,8 +19,8 @@
 namespace longhaul::sync_policies::cuda_detail {
 namespace {
 
-constexpr int kThreads = 256;     // also the histogram width
-constexpr size_t kChunk = 4096;   // elements per compaction block
+constexpr int kThreads = 256;    // also the histogram width
+constexpr size_t kChunk = 4096;  // elements per compaction block
 
 std::string Check(cudaError_t err, const char* what) {
   if (err == cudaSuccess) return "";
@@ -62,8 +62,7 @@ __global__ void HistogramKernel(const float* in, size_t n, uint32_t prefix, uint
   if (local[threadIdx.x]) atomicAdd(&hist[threadIdx.x], local[threadIdx.x]);
 }
 
-__global__ void CountKernel(const float* in, size_t n, uint32_t threshold, unsigned int* above,
-                            unsigned int* equal) {
+__global__ void CountKernel(const float* in, size_t n, uint32_t threshold, unsigned int* above, unsigned int* equal) {
   size_t start = blockIdx.x * kChunk;
   size_t end = start + kChunk < n ? start + kChunk : n;
   unsigned int gt = 0, eq = 0;
@@ -203,7 +202,8 @@ LaunchResult EncodeTopK(const float* in, size_t n, size_t k, void* out, size_t o
     ties_left -= h_allowed[c];
     offset += h_above[c] + h_allowed[c];
   }
-  if (offset != k) return LaunchResult::Cuda("topk encode: selected " + std::to_string(offset) + " of " + std::to_string(k));
+  if (offset != k)
+    return LaunchResult::Cuda("topk encode: selected " + std::to_string(offset) + " of " + std::to_string(k));
   err = Check(cudaMemcpy(base.ptr, h_base.data(), chunks * sizeof(unsigned long long), cudaMemcpyHostToDevice),
               "cudaMemcpy");
   if (err.empty())

@@ -37,8 +37,8 @@ std::string_view CodecName(Codec codec);
 
 struct CompressionOptions {
   Codec codec = Codec::kInt8Block;
-  size_t block_size = 256;       // floats per fp32 scale (int8, int4, fp4)
-  double topk_fraction = 0.01;   // share of entries kept by kTopK, in (0, 1]
+  size_t block_size = 256;      // floats per fp32 scale (int8, int4, fp4)
+  double topk_fraction = 0.01;  // share of entries kept by kTopK, in (0, 1]
   Status Validate() const;
 };
 

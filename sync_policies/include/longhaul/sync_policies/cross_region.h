@@ -29,8 +29,8 @@ struct CollectiveStats {
 // Mean of `data` over all participants, in place. `feedback` (optional) is this
 // participant's top-k error feedback; other codecs ignore it. world_size 1
 // returns the data unchanged.
-Status AllReduceMean(CollectiveLink& link, std::span<float> data, const CompressionOptions& options,
-                     Deadline deadline, CollectiveStats* stats = nullptr, ErrorFeedback* feedback = nullptr);
+Status AllReduceMean(CollectiveLink& link, std::span<float> data, const CompressionOptions& options, Deadline deadline,
+                     CollectiveStats* stats = nullptr, ErrorFeedback* feedback = nullptr);
 
 // Copies root's `data` to every participant, exact fp32 (forwarded along the ring).
 // Used to bootstrap a joining region with theta and the outer state.
