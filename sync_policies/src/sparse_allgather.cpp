@@ -1,6 +1,8 @@
 // Top-k AllReduceMean: sparse sums do not stay sparse, so instead of a reduce
 // the payloads themselves travel the ring (all-gather) and every participant
 // sums the same bytes in rank order.
+#include <string>
+
 #include "collective_wire.h"
 #include "collectives_impl.h"
 
@@ -10,6 +12,8 @@ Status SparseAllGatherMean(CollectiveLink& link, std::span<float> data, const Co
                            ErrorFeedback* feedback, uint64_t* bytes_sent) {
   const int world = link.world_size(), rank = link.rank();
   const int right = (rank + 1) % world, left = (rank + world - 1) % world;
+  if (data.size() > 0xffffffffull)  // top-k indices are u32
+    return InvalidArgument("top-k all-reduce of " + std::to_string(data.size()) + " floats: at most 2^32-1 per shard");
   std::vector<std::vector<std::byte>> payloads(world);
   // The residual is updated on a copy and committed only on success.
   ErrorFeedback pending;

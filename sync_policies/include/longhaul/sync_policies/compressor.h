@@ -12,7 +12,7 @@
 //   kFp4E3M0   nb fp32 scales (absmax), then ceil(n/2) bytes of nibbles
 //              [sign | 3-bit exponent e]: e = 0 is zero, else scale * 2^(e-7).
 //   kTopK      u32 k, k u32 indices (strictly increasing), k fp32 values;
-//              k = ceil(topk_fraction * n) (at least 1 when n > 0).
+//              k = ceil(topk_fraction * n) (at least 1 when n > 0); n < 2^32.
 // Accumulation is always fp32: codecs only ever encode and decode.
 #pragma once
 
