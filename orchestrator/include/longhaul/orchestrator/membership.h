@@ -1,0 +1,59 @@
+// Membership decisions as pure functions with reasons (torchft's quorum_compute):
+// which regions a new job gets, and who takes part in the next attempt of a
+// round. Inputs are plain values, so tests drive them without clocks or sockets;
+// the reason string reaches logs, events and `longhaul status` verbatim.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "longhaul/v1/control.pb.h"
+
+namespace longhaul::orchestrator {
+
+// What the registry knows about one region at decision time.
+struct RegionHealth {
+  std::string name;
+  bool up = false;             // heartbeating within heartbeat_misses intervals
+  bool healthy = false;        // the agent itself reports healthy
+  int missed_heartbeats = 0;
+  uint32_t workers = 0;        // capacity
+  std::string busy_with;       // job id the region runs, empty when free
+  std::string detail;
+};
+
+struct JobPlacement {
+  bool ok = false;
+  std::vector<std::string> regions;  // in job region_index order
+  std::string reason;
+};
+
+// Regions for a job that is waiting to start: its named regions, or the first
+// region_count healthy free regions (by name, deterministic).
+JobPlacement PlaceJob(const v1::JobSpec& spec, const std::vector<RegionHealth>& regions);
+
+// One region of a running job, as the round planner sees it.
+struct JobMemberView {
+  std::string region;
+  bool up = false;
+  bool ready = false;        // workers up, endpoint known
+  bool holds_state = false;  // holds theta of the last committed round
+  int missed_heartbeats = 0;
+  std::string detail;
+};
+
+struct RoundMembership {
+  bool ok = false;
+  std::vector<std::string> participants;  // includes joining regions, job index order
+  std::vector<std::string> joining;       // ready regions without state: bootstrapped this round
+  std::string bootstrap_region;           // a participant holding state
+  std::string reason;
+};
+
+// Participants of the next round attempt: every up+ready member; those without
+// state join through `bootstrap_region`. Needs at least `min_regions` and at
+// least one member holding state.
+RoundMembership PlanRoundMembership(const std::vector<JobMemberView>& members, uint32_t min_regions);
+
+}  // namespace longhaul::orchestrator

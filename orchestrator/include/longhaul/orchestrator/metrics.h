@@ -1,0 +1,49 @@
+// OrchestratorMetrics: every Prometheus series the orchestrator exports.
+//
+// Created on a prometheus::Registry (the MetricsServer's, or a bare one in
+// tests). Names follow DESIGN.md: prefix longhaul_, base units in the name,
+// counters end in _total, labels job / region / codec.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <map>
+#include <string>
+
+namespace longhaul::orchestrator {
+
+class OrchestratorMetrics {
+ public:
+  explicit OrchestratorMetrics(prometheus::Registry& registry);
+
+  void SetJobsByState(const std::map<std::string, int>& counts);
+  void SetRegions(int up, int down);
+  void RoundCommitted(const std::string& job, double duration_s, double predicted_comm_s, double actual_comm_s);
+  void RoundAborted(const std::string& job, const std::string& reason_kind);
+  void RegionReport(const std::string& job, const std::string& region, double loss, double val_loss,
+                    double tokens_per_second);
+  void WanBytes(const std::string& job, const std::string& codec, double bytes);
+  void MessageRejected(const std::string& why);
+  void StalledFor(const std::string& job, double seconds);
+
+ private:
+  prometheus::Family<prometheus::Gauge>& jobs_;
+  prometheus::Family<prometheus::Gauge>& regions_;
+  prometheus::Family<prometheus::Counter>& committed_;
+  prometheus::Family<prometheus::Counter>& aborted_;
+  prometheus::Family<prometheus::Histogram>& duration_;
+  prometheus::Family<prometheus::Gauge>& loss_;
+  prometheus::Family<prometheus::Gauge>& val_loss_;
+  prometheus::Family<prometheus::Gauge>& tokens_;
+  prometheus::Family<prometheus::Counter>& wan_bytes_;
+  prometheus::Family<prometheus::Gauge>& predicted_;
+  prometheus::Family<prometheus::Gauge>& actual_;
+  prometheus::Family<prometheus::Counter>& rejected_;
+  prometheus::Family<prometheus::Gauge>& stall_;
+};
+
+}  // namespace longhaul::orchestrator

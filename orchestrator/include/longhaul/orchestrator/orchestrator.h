@@ -1,0 +1,119 @@
+// Orchestrator: the control plane's state machine, without sockets.
+//
+// It consumes control messages (Handle) and the passage of time (Tick) and
+// emits control messages through a Send callback; ControlServer wires it to a
+// ZeroMQ ROUTER, tests wire it to fakes. Job life: submitted -> scheduled ->
+// running -> succeeded | failed | cancelled. Rounds: START to the participants
+// (epoch e), collect reports, commit when every parameter hash agrees, else
+// abort, bump the epoch, retry with the survivors; returning regions join at a
+// round boundary. Every state change is written to the StateStore before the
+// messages that announce it are sent, so a restart never un-commits a round.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "longhaul/common/clock.h"
+#include "longhaul/common/timeouts.h"
+#include "longhaul/orchestrator/metrics.h"
+#include "longhaul/orchestrator/region_registry.h"
+#include "longhaul/orchestrator/round_coordinator.h"
+#include "longhaul/orchestrator/scheduler.h"
+#include "longhaul/orchestrator/state_store.h"
+#include "longhaul/v1/control.pb.h"
+
+namespace longhaul::orchestrator {
+
+struct OrchestratorOptions {
+  Timeouts timeouts;                    // heartbeat_interval, heartbeat_misses, round, job_idle
+  std::filesystem::path checkpoint_dir; // RoundCommand.checkpoint_dir = <dir>/<job id>
+  int max_round_attempts = 5;           // failed attempts of one round before the job fails
+  ScheduleOptions schedule;
+};
+
+// Sends one message to the peer with this ZeroMQ routing identity.
+using SendFn = std::function<void(const std::string& identity, const v1::ControlMessage& msg)>;
+
+class Orchestrator {
+ public:
+  // Restores jobs and regions from the store; running jobs resume at the last
+  // committed round once their regions are back.
+  static Result<std::unique_ptr<Orchestrator>> Create(StateStore* store, const Clock& clock,
+                                                      OrchestratorOptions options, OrchestratorMetrics* metrics,
+                                                      SendFn send);
+  ~Orchestrator();
+
+  // One message from `identity`. Never throws; bad messages are answered with an
+  // Error or dropped, with the reason logged and counted.
+  void Handle(const std::string& identity, const v1::ControlMessage& msg);
+  // Heartbeat sweep, placement, round deadlines. Call at least every heartbeat interval.
+  void Tick();
+
+  // For tests and status: a job's status as the CLI sees it.
+  Result<v1::JobStatus> JobStatusOf(const std::string& job_id) const;
+  const RegionRegistry& registry() const { return registry_; }
+
+  struct Job;  // per-job runtime state (src/job_runtime.h)
+
+ private:
+  Orchestrator(StateStore* store, const Clock& clock, OrchestratorOptions options, OrchestratorMetrics* metrics,
+               SendFn send);
+  Status Restore();
+
+  // Dispatch (orchestrator.cpp).
+  void HandleRegister(const std::string& identity, const v1::ControlMessage& msg);
+  void HandleHeartbeat(const std::string& identity, const v1::ControlMessage& msg);
+  void HandleSubmit(const std::string& identity, const v1::ControlMessage& msg);
+  void HandleCancel(const std::string& identity, const v1::ControlMessage& msg);
+  void HandleLinkReport(const std::string& identity, const v1::ControlMessage& msg);
+  void HandleJobFacts(const std::string& identity, const v1::ControlMessage& msg);
+  bool FromRegistered(const std::string& identity, const std::string& region, const char* what);
+  void Reply(const std::string& identity, const v1::ControlMessage& request, v1::ControlMessage reply);
+  void ReplyError(const std::string& identity, const v1::ControlMessage& request, const longhaul::Status& status);
+  void SendToRegion(const std::string& region, v1::ControlMessage msg);
+  void Reject(const std::string& why, const std::string& detail);
+  void UpdateGauges();
+
+  // Job lifecycle (job_lifecycle.cpp).
+  void PlaceWaitingJobs();
+  void SendAssignments(Job& job);
+  void HandleJobReady(const std::string& identity, const v1::ControlMessage& msg);
+  void HandleJobRejected(const std::string& identity, const v1::ControlMessage& msg);
+  void ObserveHeartbeat(const std::string& region, const v1::Heartbeat& hb);
+  void RegionWentDown(const std::string& region);
+  void FinishJob(Job& job, const std::string& state, const std::string& reason);
+  void CheckScheduledJob(Job& job);
+  std::map<std::string, std::string> RegionAssignments() const;
+  longhaul::Status SaveJob(Job& job);
+  void Event(const Job& job, const std::string& kind, const std::string& message);
+
+  // Rounds (job_rounds.cpp).
+  void DriveRunningJob(Job& job);
+  void StartAttempt(Job& job);
+  void HandleRoundReport(const std::string& identity, const v1::ControlMessage& msg);
+  void DecideAttempt(Job& job);
+  void CommitAttempt(Job& job, const RoundDecision& decision);
+  void AbortAttempt(Job& job, const RoundDecision& decision);
+  std::set<std::string> UnavailableMembers(const Job& job) const;
+
+  // Status (job_status.cpp).
+  v1::JobStatus BuildStatus(const Job& job) const;
+
+  StateStore* store_;
+  const Clock& clock_;
+  OrchestratorOptions options_;
+  OrchestratorMetrics* metrics_;
+  SendFn send_;
+  RegionRegistry registry_;
+  LinkTable links_;
+  std::map<std::string, std::unique_ptr<Job>> jobs_;
+  Clock::TimePoint started_at_;
+};
+
+}  // namespace longhaul::orchestrator

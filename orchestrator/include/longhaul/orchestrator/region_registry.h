@@ -1,0 +1,65 @@
+// RegionRegistry: the regions the orchestrator knows, with heartbeat liveness.
+//
+// A region is `up` while its last heartbeat (or registration) is younger than
+// heartbeat_interval * heartbeat_misses; the control loop calls Sweep() on every
+// tick to mark silent regions down. Each region is bound to the ZeroMQ routing
+// identity it registered from, so replies reach the right agent and a second
+// agent claiming the same name is visible. Time comes from an injected Clock.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "longhaul/common/clock.h"
+#include "longhaul/common/timeouts.h"
+#include "longhaul/orchestrator/membership.h"
+#include "longhaul/v1/control.pb.h"
+
+namespace longhaul::orchestrator {
+
+struct RegionEntry {
+  std::string name;
+  std::string identity;  // ZeroMQ routing id of the agent's DEALER
+  v1::Capacity capacity;
+  std::string data_host;
+  Clock::TimePoint last_heard{};
+  bool up = false;
+  bool healthy = true;
+  bool heartbeat_seen = false;  // at least one heartbeat since registering
+  std::string detail;
+  std::vector<std::string> running_jobs;
+};
+
+class RegionRegistry {
+ public:
+  RegionRegistry(const Clock& clock, Timeouts timeouts) : clock_(clock), timeouts_(timeouts) {}
+
+  // Registers (or re-registers: agent restart, orchestrator restart) a region.
+  // Returns the reason when refused (empty name).
+  std::optional<std::string> Register(const std::string& identity, const v1::RegisterRegion& msg);
+  // kNotFound when the region is unknown or was registered from another identity.
+  Status Heartbeat(const std::string& identity, const v1::Heartbeat& msg);
+  // A region known from the state file but not heard from since this start.
+  void AddKnown(const std::string& name, const v1::Capacity& capacity, const std::string& data_host);
+
+  // Marks regions down that missed too many heartbeats; returns them with reasons.
+  std::vector<std::pair<std::string, std::string>> Sweep();
+
+  const RegionEntry* Find(const std::string& name) const;
+  bool IsUp(const std::string& name) const;
+  int MissedHeartbeats(const RegionEntry& r) const;
+  // Health of every region; busy_with comes from `assignments` (region -> job).
+  std::vector<RegionHealth> Health(const std::map<std::string, std::string>& assignments) const;
+  std::vector<v1::RegionInfo> Describe() const;
+  const std::map<std::string, RegionEntry>& regions() const { return regions_; }
+  size_t UpCount() const;
+
+ private:
+  const Clock& clock_;
+  Timeouts timeouts_;
+  std::map<std::string, RegionEntry> regions_;
+};
+
+}  // namespace longhaul::orchestrator

@@ -1,0 +1,66 @@
+// Bandwidth-aware round scheduling, first version.
+//
+// From the measured link matrix (LinkReport samples from agents; failing that,
+// each region's observed rate from its last RoundReport) it picks
+//   - the ring order (sync_policies::ChooseRingOrder: widest bottleneck),
+//   - connections per link, enough to keep the bandwidth-delay product in
+//     flight: ceil(bandwidth * RTT / bytes_in_flight_per_connection),
+//   - the predicted communication time of one ring all-reduce of S bytes over
+//     M regions: 2(M-1)/M * S / bottleneck + (M-1) * RTT,
+// and says why in a human-readable reason.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "longhaul/common/status.h"
+
+namespace longhaul::orchestrator {
+
+struct LinkEstimate {
+  double bytes_per_second = 0;  // 0 = unknown
+  double rtt_seconds = 0;       // 0 = unknown
+};
+
+// Latest estimate per directed link, plus per-region rates as a fallback.
+class LinkTable {
+ public:
+  void SetLink(const std::string& from, const std::string& to, LinkEstimate e) { links_[{from, to}] = e; }
+  void SetRegionRate(const std::string& region, double bytes_per_second) { region_rate_[region] = bytes_per_second; }
+  // Direct measurement if any, else the slower of the two regions' rates.
+  LinkEstimate Get(const std::string& from, const std::string& to) const;
+
+ private:
+  std::map<std::pair<std::string, std::string>, LinkEstimate> links_;
+  std::map<std::string, double> region_rate_;
+};
+
+struct ScheduleOptions {
+  uint32_t max_connections_per_link = 8;
+  // What one ZeroMQ connection keeps in flight (send HWM x chunk size).
+  double bytes_in_flight_per_connection = 4.0 * 1024 * 1024;
+  double assumed_rtt_seconds = 0.05;  // used when no link reports an RTT
+};
+
+struct RoundSchedule {
+  std::vector<std::string> ring;  // participants in ring order
+  uint32_t connections_per_link = 1;
+  double bottleneck_bytes_per_second = 0;  // 0 = unknown
+  double rtt_seconds = 0;                  // largest RTT on the ring
+  double predicted_comm_seconds = 0;       // 0 = not predictable yet
+  std::string reason;
+};
+
+double PredictRingAllReduceSeconds(int regions, double payload_bytes, double bottleneck_bytes_per_second,
+                                   double rtt_seconds);
+uint32_t ConnectionsForLink(double bytes_per_second, double rtt_seconds, const ScheduleOptions& options);
+
+// `payload_bytes`: compressed bytes of one region's pseudo-gradient (0 = unknown).
+Result<RoundSchedule> PlanRound(const std::vector<std::string>& participants, const LinkTable& links,
+                                uint64_t payload_bytes, const ScheduleOptions& options = {});
+
+}  // namespace longhaul::orchestrator

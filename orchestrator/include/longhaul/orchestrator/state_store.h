@@ -1,0 +1,110 @@
+// StateStore: the orchestrator's durable state in one SQLite file (WAL mode).
+//
+// Tables: jobs, job_regions, rounds (committed only), checkpoints, regions,
+// events, and meta (schema version; migrations run on open). Every state change
+// is one transaction, so a SIGKILL leaves either the old or the new state. A
+// committed round is a row keyed by (job, round): committing it twice fails
+// instead of applying it twice. Single-threaded: owned by the control loop.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "longhaul/common/status.h"
+#include "longhaul/v1/control.pb.h"
+
+struct sqlite3;
+
+namespace longhaul::orchestrator {
+
+// A region's place in a job. `holds_state` = its workers hold theta of the last
+// committed round (or the initial theta before round 1).
+struct JobRegionRecord {
+  std::string region;
+  uint32_t index = 0;
+  bool ready = false;
+  bool holds_state = false;
+  v1::PeerEndpoint endpoint;
+};
+
+struct JobRecord {
+  std::string id;
+  v1::JobSpec spec;
+  std::string state = "submitted";  // submitted|scheduled|running|succeeded|failed|cancelled
+  std::string reason;
+  uint64_t epoch = 0;
+  uint32_t last_committed_round = 0;
+  double created_at = 0, started_at = 0, finished_at = 0;
+  uint64_t wan_bytes = 0;  // over committed rounds
+  std::vector<JobRegionRecord> regions;
+};
+
+struct CommittedRound {
+  std::string job_id;
+  uint32_t round = 0;
+  uint64_t epoch = 0;
+  std::string param_hash;
+  std::vector<std::string> participants;
+  double loss = 0, val_loss = 0;
+  uint64_t tokens = 0, wan_bytes = 0;
+  double comm_seconds = 0, predicted_comm_seconds = 0, wall_seconds = 0;
+  double committed_at = 0;
+  std::vector<std::pair<std::string, std::string>> checkpoints;  // (region, path)
+};
+
+struct RegionRecord {
+  std::string name;
+  v1::Capacity capacity;
+  std::string data_host;
+  double last_seen = 0;
+};
+
+struct EventRecord {
+  double time = 0;
+  std::string job_id, kind, message;
+};
+
+bool IsTerminalJobState(const std::string& state);
+
+class StateStore {
+ public:
+  static Result<std::unique_ptr<StateStore>> Open(const std::filesystem::path& file);
+  ~StateStore();
+  StateStore(const StateStore&) = delete;
+  StateStore& operator=(const StateStore&) = delete;
+
+  // Assigns the next id ("job-000001") and stores the job as submitted.
+  Result<std::string> CreateJob(const v1::JobSpec& spec, double now);
+  // Saves state, reason, epoch, timestamps and the region list of `job`.
+  Status SaveJob(const JobRecord& job);
+  // Round row, checkpoints, job progress (round, epoch, wan bytes, regions) and an
+  // event in one transaction. kAlreadyExists if the round was committed before.
+  Status CommitRound(const CommittedRound& round, const JobRecord& job_after);
+  Result<std::vector<JobRecord>> LoadJobs();
+  Result<std::optional<JobRecord>> LoadJob(const std::string& id);
+  Result<std::vector<CommittedRound>> LoadRounds(const std::string& job_id);
+
+  Status SaveRegion(const RegionRecord& region);
+  Result<std::vector<RegionRecord>> LoadRegions();
+
+  Status AppendEvent(const std::string& job_id, const std::string& kind, const std::string& message, double now);
+  Result<std::vector<EventRecord>> LoadEvents(const std::string& job_id, int limit);
+
+  Result<std::string> JournalMode();
+  int schema_version() const { return schema_version_; }
+
+ private:
+  explicit StateStore(sqlite3* db) : db_(db) {}
+  Status Exec(const std::string& sql);
+  Status Migrate();
+  Status SaveJobTx(const JobRecord& job);
+
+  sqlite3* db_;
+  int schema_version_ = 0;
+};
+
+}  // namespace longhaul::orchestrator

@@ -1,0 +1,256 @@
+// Rounds of a running job: start an attempt, collect reports, commit or abort,
+// retry with the survivors, admit returning regions at the boundary.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "job_runtime.h"
+#include "longhaul/orchestrator/job_spec.h"
+
+namespace longhaul::orchestrator {
+namespace {
+
+double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+std::set<std::string> Orchestrator::UnavailableMembers(const Job& job) const {
+  std::set<std::string> out;
+  for (const auto& m : job.members)
+    if (!registry_.IsUp(m.region) || !m.ready) out.insert(m.region);
+  return out;
+}
+
+void Orchestrator::DriveRunningJob(Job& job) {
+  SendAssignments(job);  // regions that came back get the job again
+  if (job.attempt) return DecideAttempt(job);
+  const auto now = clock_.Now();
+  if (job.restored) {
+    // After a restart, wait (at most one heartbeat-miss period) for the agents
+    // that held the job to confirm they still run it, so none is needlessly
+    // bootstrapped again.
+    bool all_confirmed = true;
+    for (const auto& m : job.members) all_confirmed = all_confirmed && (!m.ready || m.confirmed);
+    const bool grace_over = now - job.restored_at > options_.timeouts.heartbeat_miss();
+    if (!all_confirmed && !grace_over) {
+      job.waiting_reason = "resuming after restart: waiting for regions to reconnect";
+      return;
+    }
+    for (auto& m : job.members)
+      if (m.ready && !m.confirmed) {
+        m.ready = m.holds_state = m.assignment_sent = false;
+        m.detail = "did not reconnect after the orchestrator restarted";
+      }
+    job.restored = false;
+  }
+  if (now - job.phase_since > options_.timeouts.job_idle)
+    return FinishJob(job, "failed",
+                     "no round committed for " + std::to_string(static_cast<int>(Seconds(now - job.phase_since))) +
+                         " s: " + job.waiting_reason);
+  StartAttempt(job);
+}
+
+void Orchestrator::StartAttempt(Job& job) {
+  std::vector<JobMemberView> views;
+  for (const auto& m : job.members) {
+    const RegionEntry* r = registry_.Find(m.region);
+    views.push_back({m.region, registry_.IsUp(m.region), m.ready, m.holds_state,
+                     r ? registry_.MissedHeartbeats(*r) : 0, m.detail});
+  }
+  RoundMembership ms = PlanRoundMembership(views, job.rec.spec.min_regions());
+  if (!ms.ok) {
+    const std::string reason = "round " + std::to_string(job.rec.last_committed_round + 1) + " paused: " + ms.reason;
+    if (job.waiting_reason != reason) {
+      spdlog::warn("{}: {}", job.rec.id, reason);
+      Event(job, "paused", reason);
+    }
+    job.waiting_reason = reason;
+    return;
+  }
+  auto plan = PlanRound(ms.participants, links_, job.payload_bytes, options_.schedule);
+  RoundSchedule schedule;
+  if (plan.ok()) {
+    schedule = std::move(plan).value();
+  } else {
+    schedule.ring = ms.participants;
+    schedule.reason = "scheduler failed (" + plan.status().message() + "); ring in job order";
+  }
+  job.rec.epoch += 1;
+  // The epoch is durable before any START carries it: a restarted orchestrator
+  // never reuses one.
+  if (!SaveJob(job).ok()) return;
+  RoundAttempt a;
+  a.job_id = job.rec.id;
+  a.round = job.rec.last_committed_round + 1;
+  a.epoch = job.rec.epoch;
+  a.participants = schedule.ring;
+  a.joining = ms.joining;
+  a.started = clock_.Now();
+  a.deadline = a.started + options_.timeouts.round;
+  a.predicted_comm_seconds = schedule.predicted_comm_seconds;
+  const uint32_t interval = job.rec.spec.checkpoint_interval();
+  const bool checkpoint = interval > 0 && (a.round % interval == 0 || a.round == job.rec.spec.rounds());
+  for (const auto& region : a.participants) {
+    v1::ControlMessage msg;
+    auto* c = msg.mutable_round_command();
+    c->set_job_id(a.job_id);
+    c->set_round(a.round);
+    c->set_epoch(a.epoch);
+    c->set_kind(v1::RoundCommand::START);
+    for (const auto& p : a.participants) *c->add_participants() = job.Member(p)->endpoint;
+    c->set_connections_per_link(schedule.connections_per_link);
+    c->set_checkpoint(checkpoint);
+    if (!options_.checkpoint_dir.empty()) c->set_checkpoint_dir((options_.checkpoint_dir / a.job_id).string());
+    c->set_reason(ms.reason + "; " + schedule.reason);
+    for (const auto& j : ms.joining) c->add_joining_regions(j);
+    c->set_bootstrap_region(ms.bootstrap_region);
+    SendToRegion(region, std::move(msg));
+  }
+  spdlog::info("{}: START round {} epoch {}: {}; {}", a.job_id, a.round, a.epoch, ms.reason, schedule.reason);
+  if (job.failed_attempts > 0 || !ms.joining.empty())
+    Event(job, "round_started", "round " + std::to_string(a.round) + " epoch " + std::to_string(a.epoch) + ": " +
+                                    ms.reason);
+  job.waiting_reason = "round " + std::to_string(a.round) + " epoch " + std::to_string(a.epoch) + " started";
+  job.attempt = std::move(a);
+}
+
+void Orchestrator::HandleRoundReport(const std::string& identity, const v1::ControlMessage& msg) {
+  const auto& r = msg.round_report();
+  if (!FromRegistered(identity, r.region(), "round_report")) return;
+  auto it = jobs_.find(r.job_id());
+  if (it == jobs_.end() || !it->second->active())
+    return Reject("wrong_job", "round report from " + r.region() + " for job '" + r.job_id() + "', which is not active");
+  Job& job = *it->second;
+  if (!job.attempt)
+    return Reject("stale", "round report from " + r.region() + " for " + job.rec.id + " round " +
+                               std::to_string(r.round()) + " epoch " + std::to_string(r.epoch()) +
+                               " while no round is in flight");
+  longhaul::Status accepted = AcceptReport(*job.attempt, r);
+  if (!accepted.ok())
+    return Reject(accepted.code() == StatusCode::kAborted ? "stale_epoch" : "bad_report", accepted.message());
+  job.attempt->reports[r.region()] = r;
+  if (JobMember* m = job.Member(r.region())) m->last_report = r;
+  if (metrics_) {
+    const double tps = r.wall_seconds() > 0 ? static_cast<double>(r.tokens()) / r.wall_seconds() : 0;
+    metrics_->RegionReport(job.rec.id, r.region(), r.loss(), r.val_loss(), tps);
+    metrics_->WanBytes(job.rec.id, CodecName(job.rec.spec.compression().codec()),
+                       static_cast<double>(r.wan_bytes_sent()));
+  }
+  if (r.comm_seconds() > 0 && r.wan_bytes_sent() > 0)
+    links_.SetRegionRate(r.region(), static_cast<double>(r.wan_bytes_sent()) / r.comm_seconds());
+  DecideAttempt(job);
+}
+
+void Orchestrator::DecideAttempt(Job& job) {
+  if (!job.attempt) return;
+  const auto now = clock_.Now();
+  RoundDecision d = DecideRound(*job.attempt, now, UnavailableMembers(job));
+  if (metrics_) metrics_->StalledFor(job.rec.id, d.waiting_on.empty() ? 0 : Seconds(now - job.attempt->started));
+  switch (d.outcome) {
+    case RoundOutcome::kWait: job.waiting_reason = d.reason; return;
+    case RoundOutcome::kCommit: return CommitAttempt(job, d);
+    case RoundOutcome::kAbort: return AbortAttempt(job, d);
+  }
+}
+
+void Orchestrator::CommitAttempt(Job& job, const RoundDecision& d) {
+  RoundAttempt a = std::move(*job.attempt);
+  job.attempt.reset();
+  CommittedRound c = SummarizeCommit(a, d.param_hash, clock_.UnixSeconds());
+  const uint32_t m = static_cast<uint32_t>(a.participants.size());
+  if (job.payload_bytes == 0 && m > 1) {
+    uint64_t sent = 0;
+    for (const auto& [_, r] : a.reports) sent = std::max<uint64_t>(sent, r.wan_bytes_sent());
+    job.payload_bytes = sent * m / (2 * (m - 1));  // a ring all-reduce sends 2(M-1)/M of the payload
+  }
+  JobRecord before = job.rec;
+  std::vector<JobMember> members_before = job.members;
+  job.rec.last_committed_round = a.round;
+  job.rec.wan_bytes += c.wan_bytes;
+  for (auto& mem : job.members)
+    mem.holds_state = std::find(a.participants.begin(), a.participants.end(), mem.region) != a.participants.end();
+  job.rec.regions.clear();
+  for (const auto& mem : job.members)
+    job.rec.regions.push_back({mem.region, mem.index, mem.ready, mem.holds_state, mem.endpoint});
+  longhaul::Status stored = store_->CommitRound(c, job.rec);
+  if (!stored.ok()) {
+    // Not durable, so not committed: roll back and retry the round.
+    spdlog::error("{}: cannot commit round {}: {}", job.rec.id, a.round, stored.ToString());
+    job.rec = before;
+    job.members = members_before;
+    job.attempt = std::move(a);
+    RoundDecision abort{RoundOutcome::kAbort, "store_failed", "cannot store the commit: " + stored.message(), {}, {}, {}};
+    return AbortAttempt(job, abort);
+  }
+  for (const auto& region : a.participants) {
+    v1::ControlMessage msg;
+    auto* v = msg.mutable_round_verdict();
+    v->set_job_id(a.job_id);
+    v->set_round(a.round);
+    v->set_epoch(a.epoch);
+    v->set_committed(true);
+    v->set_reason(d.reason);
+    SendToRegion(region, std::move(msg));
+  }
+  const double duration = Seconds(clock_.Now() - a.started);
+  if (metrics_) metrics_->RoundCommitted(a.job_id, duration, c.predicted_comm_seconds, c.comm_seconds);
+  spdlog::info("{}: committed round {}/{} epoch {} (loss {:.4f}, val {:.4f}, {:.1f} s, comm {:.2f} s predicted {:.2f} s)",
+               a.job_id, a.round, job.rec.spec.rounds(), a.epoch, c.loss, c.val_loss, duration, c.comm_seconds,
+               c.predicted_comm_seconds);
+  job.failed_attempts = 0;
+  job.phase_since = clock_.Now();
+  job.last_hash = c.param_hash;
+  job.last_val_loss = c.val_loss;
+  job.last_predicted = c.predicted_comm_seconds;
+  job.last_actual = c.comm_seconds;
+  job.last_round_wall = duration;
+  if (a.round >= job.rec.spec.rounds())
+    return FinishJob(job, "succeeded", "all " + std::to_string(a.round) + " rounds committed");
+  StartAttempt(job);
+}
+
+void Orchestrator::AbortAttempt(Job& job, const RoundDecision& d) {
+  RoundAttempt a = std::move(*job.attempt);
+  job.attempt.reset();
+  spdlog::warn("{}: abort: {}", a.job_id, d.reason);
+  Event(job, "round_aborted", d.reason);
+  if (metrics_) metrics_->RoundAborted(a.job_id, d.kind);
+  for (const auto& region : a.participants) {
+    v1::ControlMessage verdict;
+    auto* v = verdict.mutable_round_verdict();
+    v->set_job_id(a.job_id);
+    v->set_round(a.round);
+    v->set_epoch(a.epoch);
+    v->set_committed(false);
+    v->set_reason(d.reason);
+    SendToRegion(region, std::move(verdict));
+    v1::ControlMessage abort;
+    auto* c = abort.mutable_round_command();
+    c->set_job_id(a.job_id);
+    c->set_round(a.round);
+    c->set_epoch(a.epoch);
+    c->set_kind(v1::RoundCommand::ABORT);
+    c->set_reason(d.reason);
+    SendToRegion(region, std::move(abort));
+  }
+  for (const auto& region : d.excluded) {
+    JobMember* m = job.Member(region);
+    if (!m) continue;
+    // Timed out but alive: its workers may be wedged. It is assigned the job
+    // afresh and joins again, bootstrapped, at a later round boundary.
+    m->ready = m->holds_state = m->assignment_sent = false;
+    m->detail = "excluded from round " + std::to_string(a.round) + " epoch " + std::to_string(a.epoch);
+  }
+  // Joining regions did not get the state if the round failed.
+  for (const auto& region : a.joining)
+    if (JobMember* m = job.Member(region)) m->holds_state = false;
+  (void)SaveJob(job);
+  if (++job.failed_attempts >= options_.max_round_attempts)
+    return FinishJob(job, "failed",
+                     "round " + std::to_string(a.round) + " failed " + std::to_string(job.failed_attempts) +
+                         " times; last: " + d.reason);
+  StartAttempt(job);
+}
+
+}  // namespace longhaul::orchestrator

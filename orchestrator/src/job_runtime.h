@@ -1,0 +1,48 @@
+// Per-job runtime state of the Orchestrator (not part of the public API).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "longhaul/orchestrator/orchestrator.h"
+
+namespace longhaul::orchestrator {
+
+struct JobMember {
+  std::string region;
+  uint32_t index = 0;
+  bool ready = false;          // JobReady received, endpoint known
+  bool holds_state = false;    // holds theta of the last committed round
+  bool assignment_sent = false;
+  bool confirmed = false;      // seen alive and running this job since the orchestrator started
+  int heartbeats_without_job = 0;
+  Clock::TimePoint assigned_at{};
+  v1::PeerEndpoint endpoint;
+  std::string detail;
+  std::optional<v1::RoundReport> last_report;
+};
+
+struct Orchestrator::Job {
+  JobRecord rec;
+  std::vector<JobMember> members;
+  std::optional<RoundAttempt> attempt;
+  int failed_attempts = 0;           // of the current round
+  Clock::TimePoint phase_since{};    // entered scheduled / last commit / paused
+  Clock::TimePoint restored_at{};
+  bool restored = false;             // loaded from the store, regions not all confirmed yet
+  std::string waiting_reason;
+  uint64_t payload_bytes = 0;        // one region's compressed pseudo-gradient
+  double loss_floor = 0;
+  double last_predicted = 0, last_actual = 0, last_val_loss = 0, last_round_wall = 0;
+  std::string last_hash;
+
+  JobMember* Member(const std::string& region) {
+    for (auto& m : members)
+      if (m.region == region) return &m;
+    return nullptr;
+  }
+  bool active() const { return !IsTerminalJobState(rec.state); }
+};
+
+}  // namespace longhaul::orchestrator

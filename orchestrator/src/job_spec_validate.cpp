@@ -1,0 +1,94 @@
+// Semantic checks of a JobSpec, wherever it came from (YAML or the wire).
+#include <cmath>
+#include <set>
+
+#include "longhaul/orchestrator/job_spec.h"
+
+namespace longhaul::orchestrator {
+namespace {
+
+Status Bad(const std::string& field, const std::string& rule, const std::string& got) {
+  return InvalidArgument("field '" + field + "' " + rule + ", got " + got);
+}
+std::string Num(double v) {
+  std::string s = std::to_string(v);
+  return s;
+}
+
+Status ValidateOptimizers(const v1::JobSpec& s) {
+  const auto& in = s.inner();
+  if (in.name() != "adamw") return Bad("inner.name", "must be 'adamw'", "'" + in.name() + "'");
+  if (!(in.lr() > 0 && in.lr() < 10)) return Bad("inner.lr", "must be in (0, 10)", Num(in.lr()));
+  if (!(in.weight_decay() >= 0 && in.weight_decay() < 10))
+    return Bad("inner.weight_decay", "must be in [0, 10)", Num(in.weight_decay()));
+  if (!(in.beta1() >= 0 && in.beta1() < 1)) return Bad("inner.beta1", "must be in [0, 1)", Num(in.beta1()));
+  if (!(in.beta2() >= 0 && in.beta2() < 1)) return Bad("inner.beta2", "must be in [0, 1)", Num(in.beta2()));
+  if (in.batch_size() == 0 || in.batch_size() > 4096)
+    return Bad("inner.batch_size", "must be in 1..4096", std::to_string(in.batch_size()));
+  const auto& out = s.outer();
+  if (out.name() != "nesterov" && out.name() != "sgd")
+    return Bad("outer.name", "must be 'nesterov' or 'sgd'", "'" + out.name() + "'");
+  if (!(out.lr() > 0 && out.lr() <= 10)) return Bad("outer.lr", "must be in (0, 10]", Num(out.lr()));
+  if (!(out.momentum() >= 0 && out.momentum() < 1))
+    return Bad("outer.momentum", "must be in [0, 1)", Num(out.momentum()));
+  return Status::Ok();
+}
+
+Status ValidateSync(const v1::JobSpec& s) {
+  const auto& sy = s.sync();
+  static const std::set<std::string> kinds = {"diloco", "streaming_diloco", "sync", "local"};
+  if (!kinds.count(sy.kind()))
+    return Bad("sync.kind", "must be one of diloco, streaming_diloco, sync, local", "'" + sy.kind() + "'");
+  if (sy.inner_steps() == 0 || sy.inner_steps() > 1000000)
+    return Bad("sync.inner_steps", "must be in 1..1000000", std::to_string(sy.inner_steps()));
+  if (sy.kind() == "streaming_diloco") {
+    if (sy.fragments() == 0 || sy.fragments() > sy.inner_steps())
+      return Bad("sync.fragments", "must be in 1..inner_steps for streaming_diloco", std::to_string(sy.fragments()));
+    if (sy.overlap_steps() >= sy.inner_steps())
+      return Bad("sync.overlap_steps", "must be < inner_steps", std::to_string(sy.overlap_steps()));
+    if (!(sy.mixing_alpha() >= 0 && sy.mixing_alpha() <= 1))
+      return Bad("sync.mixing_alpha", "must be in [0, 1]", Num(sy.mixing_alpha()));
+  }
+  const auto& c = s.compression();
+  if (c.codec() == v1::CODEC_UNSPECIFIED) return Bad("compression.codec", "must be set", "nothing");
+  if (c.codec() != v1::CODEC_FP32 && c.codec() != v1::CODEC_BF16 && c.codec() != v1::CODEC_TOPK &&
+      (c.block_size() < 8 || c.block_size() > (1u << 20)))
+    return Bad("compression.block_size", "must be in 8..1048576", std::to_string(c.block_size()));
+  if (c.codec() == v1::CODEC_TOPK && !(c.topk_fraction() > 0 && c.topk_fraction() <= 1))
+    return Bad("compression.topk_fraction", "must be in (0, 1]", Num(c.topk_fraction()));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidateJobSpec(const v1::JobSpec& s) {
+  if (s.name().empty() || s.name().size() > 128) return Bad("name", "must be 1..128 characters", "'" + s.name() + "'");
+  if (s.model_preset().empty()) return Bad("model_preset", "must name a preset such as 'tiny'", "nothing");
+  if (s.rounds() == 0 || s.rounds() > 1000000) return Bad("rounds", "must be in 1..1000000", std::to_string(s.rounds()));
+  const uint32_t need = RequiredRegions(s);
+  if (need == 0 || need > 64) return Bad("region_count", "must be in 1..64", std::to_string(need));
+  if (s.regions_size() > 0 && s.region_count() != 0 && s.region_count() != static_cast<uint32_t>(s.regions_size()))
+    return Bad("region_count", "must equal the number of names in 'regions' (" + std::to_string(s.regions_size()) + ")",
+               std::to_string(s.region_count()));
+  if (s.min_regions() == 0 || s.min_regions() > need)
+    return Bad("min_regions", "must be in 1.." + std::to_string(need), std::to_string(s.min_regions()));
+  if (s.workers_per_region() == 0 || s.workers_per_region() > 256)
+    return Bad("workers_per_region", "must be in 1..256", std::to_string(s.workers_per_region()));
+  if (s.data().has_text_file()) {
+    const auto& t = s.data().text_file();
+    if (t.path().empty()) return Bad("data.text_file.path", "must be set", "nothing");
+    if (!(t.validation_fraction() > 0 && t.validation_fraction() < 1))
+      return Bad("data.text_file.validation_fraction", "must be in (0, 1)", Num(t.validation_fraction()));
+  } else if (s.data().has_synthetic()) {
+    const auto& d = s.data().synthetic();
+    if (d.branching() < 1 || d.branching() > 256)
+      return Bad("data.synthetic.branching", "must be in 1..256", std::to_string(d.branching()));
+    if (d.order() < 1 || d.order() > 2) return Bad("data.synthetic.order", "must be 1 or 2", std::to_string(d.order()));
+  } else {
+    return Bad("data", "must have 'synthetic' or 'text_file'", "neither");
+  }
+  LONGHAUL_RETURN_IF_ERROR(ValidateOptimizers(s));
+  return ValidateSync(s);
+}
+
+}  // namespace longhaul::orchestrator

@@ -1,0 +1,361 @@
+// YAML -> JobSpec. A FieldReader walks one YAML map, converts each known key
+// with a type check, and at the end reports any key it did not consume, so
+// unknown fields, wrong types and missing required fields all name the field
+// and its line.
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "longhaul/orchestrator/job_spec.h"
+
+namespace longhaul::orchestrator {
+namespace {
+
+int LineOf(const YAML::Node& n) { return n.Mark().line >= 0 ? n.Mark().line + 1 : 0; }
+
+class FieldReader {
+ public:
+  FieldReader(const YAML::Node& map, std::string prefix, std::string_view source)
+      : map_(map), prefix_(std::move(prefix)), source_(source) {}
+
+  Status Check() const {
+    if (!map_.IsMap())
+      return Error(map_, (prefix_.empty() ? std::string("the job spec") : "field '" + Name("") + "'") +
+                             " must be a mapping of fields");
+    return Status::Ok();
+  }
+  Status U32(const char* key, uint32_t* out, bool required = false) {
+    uint64_t v = 0;
+    bool present = false;
+    LONGHAUL_RETURN_IF_ERROR(UInt(key, &v, required, &present));
+    if (!present) return Status::Ok();
+    if (v > 0xffffffffULL) return Error(map_[key], "field '" + Name(key) + "' is too large: " + std::to_string(v));
+    *out = static_cast<uint32_t>(v);
+    return Status::Ok();
+  }
+  Status U64(const char* key, uint64_t* out, bool required = false) {
+    bool present = false;
+    return UInt(key, out, required, &present);
+  }
+  Status F64(const char* key, double* out) {
+    std::optional<YAML::Node> found;
+    LONGHAUL_RETURN_IF_ERROR(Scalar(key, false, &found));
+    if (!found) return Status::Ok();
+    const YAML::Node& n = *found;
+    const std::string s = n.Scalar();
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size() || v != v)
+      return Error(n, "field '" + Name(key) + "' must be a number, got '" + s + "'");
+    *out = v;
+    return Status::Ok();
+  }
+  Status Str(const char* key, std::string* out, bool required = false) {
+    std::optional<YAML::Node> found;
+    LONGHAUL_RETURN_IF_ERROR(Scalar(key, required, &found));
+    if (found) *out = found->Scalar();
+    return Status::Ok();
+  }
+  Status Bool(const char* key, bool* out) {
+    std::optional<YAML::Node> found;
+    LONGHAUL_RETURN_IF_ERROR(Scalar(key, false, &found));
+    if (!found) return Status::Ok();
+    const YAML::Node& n = *found;
+    const std::string s = n.Scalar();
+    if (s == "true" || s == "yes" || s == "on") *out = true;
+    else if (s == "false" || s == "no" || s == "off") *out = false;
+    else return Error(n, "field '" + Name(key) + "' must be true or false, got '" + s + "'");
+    return Status::Ok();
+  }
+  Status StrList(const char* key, google::protobuf::RepeatedPtrField<std::string>* out) {
+    used_.insert(key);
+    YAML::Node n = map_[key];
+    if (!n || n.IsNull()) return Status::Ok();
+    if (!n.IsSequence()) return Error(n, "field '" + Name(key) + "' must be a list of names");
+    out->Clear();
+    std::set<std::string> seen;
+    for (const auto& item : n) {
+      if (!item.IsScalar() || item.Scalar().empty())
+        return Error(item, "field '" + Name(key) + "' must contain only non-empty names");
+      if (!seen.insert(item.Scalar()).second)
+        return Error(item, "field '" + Name(key) + "' lists '" + item.Scalar() + "' twice");
+      *out->Add() = item.Scalar();
+    }
+    return Status::Ok();
+  }
+  // A nested mapping; returns a null node when absent.
+  Status Sub(const char* key, std::optional<YAML::Node>* out) {
+    used_.insert(key);
+    YAML::Node n = map_[key];
+    if (!n || n.IsNull()) return Status::Ok();
+    if (!n.IsMap()) return Error(n, "field '" + Name(key) + "' must be a mapping of fields");
+    out->emplace(n);
+    return Status::Ok();
+  }
+  Status RejectUnknown() const {
+    for (const auto& kv : map_) {
+      const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
+      if (!used_.count(key)) {
+        std::string known;
+        for (const auto& k : used_) known += (known.empty() ? "" : ", ") + k;
+        return Error(kv.first, "unknown field '" + Name(key) + "' (known here: " + known + ")");
+      }
+    }
+    return Status::Ok();
+  }
+  std::string Name(const std::string& key) const { return prefix_.empty() ? key : prefix_ + (key.empty() ? "" : "." + key); }
+  Status Error(const YAML::Node& at, const std::string& what) const {
+    return InvalidArgument(std::string(source_) + " line " + std::to_string(LineOf(at)) + ": " + what);
+  }
+
+ private:
+  // Default-constructed YAML::Nodes are defined (null) and assignment aliases
+  // rather than rebinds, so absence is carried by std::optional.
+  Status Scalar(const char* key, bool required, std::optional<YAML::Node>* out) {
+    used_.insert(key);
+    YAML::Node n = map_[key];
+    if (!n || n.IsNull()) {
+      if (required) return Error(map_, "missing required field '" + Name(key) + "'");
+      return Status::Ok();
+    }
+    if (!n.IsScalar()) return Error(n, "field '" + Name(key) + "' must be a single value, not a list or mapping");
+    out->emplace(n);
+    return Status::Ok();
+  }
+  Status UInt(const char* key, uint64_t* out, bool required, bool* present) {
+    std::optional<YAML::Node> found;
+    LONGHAUL_RETURN_IF_ERROR(Scalar(key, required, &found));
+    if (!found) return Status::Ok();
+    const YAML::Node& n = *found;
+    const std::string s = n.Scalar();
+    uint64_t v = 0;
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc() || ptr != s.data() + s.size())
+      return Error(n, "field '" + Name(key) + "' must be a non-negative integer, got '" + s + "'");
+    *out = v;
+    *present = true;
+    return Status::Ok();
+  }
+
+  const YAML::Node map_;  // const: yaml-cpp's non-const operator[] inserts missing keys
+  std::string prefix_;
+  std::string_view source_;
+  std::set<std::string> used_;
+};
+
+// Reads `key` into a protobuf field through its getter/setter pair.
+#define LH_FIELD(reader, kind, msg, key, ...)                    \
+  do {                                                            \
+    auto _v = (msg)->key();                                       \
+    LONGHAUL_RETURN_IF_ERROR((reader).kind(#key, &_v, ##__VA_ARGS__)); \
+    (msg)->set_##key(_v);                                         \
+  } while (0)
+
+Status ParseData(const YAML::Node& node, std::string_view src, v1::DataSpec* data) {
+  FieldReader r(node, "data", src);
+  std::optional<YAML::Node> syn, text;
+  LONGHAUL_RETURN_IF_ERROR(r.Sub("synthetic", &syn));
+  LONGHAUL_RETURN_IF_ERROR(r.Sub("text_file", &text));
+  LONGHAUL_RETURN_IF_ERROR(r.RejectUnknown());
+  if (syn && text) return r.Error(*text, "field 'data' must have exactly one of 'synthetic' or 'text_file'");
+  if (text) {
+    FieldReader t(*text, "data.text_file", src);
+    v1::TextFileData* d = data->mutable_text_file();
+    d->set_validation_fraction(0.05);
+    LH_FIELD(t, Str, d, path, true);
+    LH_FIELD(t, F64, d, validation_fraction);
+    return t.RejectUnknown();
+  }
+  if (syn) {
+    FieldReader t(*syn, "data.synthetic", src);
+    v1::SyntheticData* d = data->mutable_synthetic();
+    LH_FIELD(t, U64, d, seed);
+    LH_FIELD(t, U32, d, branching);
+    LH_FIELD(t, U32, d, order);
+    LH_FIELD(t, Bool, d, non_iid);
+    return t.RejectUnknown();
+  }
+  return Status::Ok();
+}
+
+Status ParseInner(const YAML::Node& node, std::string_view src, v1::InnerOptimizer* o) {
+  FieldReader r(node, "inner", src);
+  LH_FIELD(r, Str, o, name);
+  LH_FIELD(r, F64, o, lr);
+  LH_FIELD(r, F64, o, weight_decay);
+  LH_FIELD(r, F64, o, beta1);
+  LH_FIELD(r, F64, o, beta2);
+  LH_FIELD(r, U32, o, warmup_steps);
+  LH_FIELD(r, U32, o, batch_size);
+  return r.RejectUnknown();
+}
+
+Status ParseOuter(const YAML::Node& node, std::string_view src, v1::OuterOptimizer* o) {
+  FieldReader r(node, "outer", src);
+  LH_FIELD(r, Str, o, name);
+  LH_FIELD(r, F64, o, lr);
+  LH_FIELD(r, F64, o, momentum);
+  return r.RejectUnknown();
+}
+
+Status ParseSync(const YAML::Node& node, std::string_view src, v1::SyncPolicy* o) {
+  FieldReader r(node, "sync", src);
+  LH_FIELD(r, Str, o, kind);
+  LH_FIELD(r, U32, o, inner_steps);
+  LH_FIELD(r, U32, o, fragments);
+  LH_FIELD(r, U32, o, overlap_steps);
+  LH_FIELD(r, F64, o, mixing_alpha);
+  return r.RejectUnknown();
+}
+
+Status ParseCompression(const YAML::Node& node, std::string_view src, v1::Compression* o) {
+  FieldReader r(node, "compression", src);
+  std::string codec = CodecName(o->codec());
+  LONGHAUL_RETURN_IF_ERROR(r.Str("codec", &codec));
+  auto parsed = CodecFromName(codec);
+  if (!parsed.ok()) return r.Error(node["codec"] ? node["codec"] : node, parsed.status().message());
+  o->set_codec(*parsed);
+  LH_FIELD(r, U32, o, block_size);
+  LH_FIELD(r, F64, o, topk_fraction);
+  return r.RejectUnknown();
+}
+
+Status ParseTop(const YAML::Node& root, std::string_view src, v1::JobSpec* spec) {
+  FieldReader r(root, "", src);
+  LONGHAUL_RETURN_IF_ERROR(r.Check());
+  LH_FIELD(r, Str, spec, name, true);
+  LH_FIELD(r, Str, spec, model_preset, true);
+  LH_FIELD(r, U64, spec, seed);
+  LH_FIELD(r, U32, spec, rounds, true);
+  LONGHAUL_RETURN_IF_ERROR(r.StrList("regions", spec->mutable_regions()));
+  LH_FIELD(r, U32, spec, region_count);
+  LH_FIELD(r, U32, spec, min_regions);
+  LH_FIELD(r, U32, spec, workers_per_region);
+  LH_FIELD(r, U32, spec, checkpoint_interval);
+  std::optional<YAML::Node> data, inner, outer, sync, comp;
+  LONGHAUL_RETURN_IF_ERROR(r.Sub("data", &data));
+  LONGHAUL_RETURN_IF_ERROR(r.Sub("inner", &inner));
+  LONGHAUL_RETURN_IF_ERROR(r.Sub("outer", &outer));
+  LONGHAUL_RETURN_IF_ERROR(r.Sub("sync", &sync));
+  LONGHAUL_RETURN_IF_ERROR(r.Sub("compression", &comp));
+  LONGHAUL_RETURN_IF_ERROR(r.RejectUnknown());
+  if (data) LONGHAUL_RETURN_IF_ERROR(ParseData(*data, src, spec->mutable_data()));
+  if (inner) LONGHAUL_RETURN_IF_ERROR(ParseInner(*inner, src, spec->mutable_inner()));
+  if (outer) LONGHAUL_RETURN_IF_ERROR(ParseOuter(*outer, src, spec->mutable_outer()));
+  if (sync) LONGHAUL_RETURN_IF_ERROR(ParseSync(*sync, src, spec->mutable_sync()));
+  if (comp) LONGHAUL_RETURN_IF_ERROR(ParseCompression(*comp, src, spec->mutable_compression()));
+  // An explicit region list fixes the count; region_count alone picks any healthy regions.
+  if (spec->regions_size() > 0) {
+    if (root["region_count"] && spec->region_count() != static_cast<uint32_t>(spec->regions_size()))
+      return r.Error(root["region_count"], "field 'region_count' (" + std::to_string(spec->region_count()) +
+                                               ") disagrees with the " + std::to_string(spec->regions_size()) +
+                                               " names in 'regions'");
+    spec->set_region_count(static_cast<uint32_t>(spec->regions_size()));
+  }
+  if (!root["min_regions"]) spec->set_min_regions(std::min<uint32_t>(spec->min_regions(), spec->region_count()));
+  return Status::Ok();
+}
+
+}  // namespace
+
+v1::JobSpec DefaultJobSpec() {
+  v1::JobSpec s;
+  s.set_name("job");
+  s.set_model_preset("tiny");
+  s.set_seed(1);
+  auto* syn = s.mutable_data()->mutable_synthetic();
+  syn->set_seed(1234);
+  syn->set_branching(4);
+  syn->set_order(2);
+  syn->set_non_iid(false);
+  s.set_region_count(3);
+  s.set_min_regions(2);
+  s.set_workers_per_region(1);
+  auto* in = s.mutable_inner();
+  in->set_name("adamw");
+  in->set_lr(3e-3);
+  in->set_weight_decay(0.0);
+  in->set_beta1(0.9);
+  in->set_beta2(0.95);
+  in->set_warmup_steps(0);
+  in->set_batch_size(8);
+  auto* out = s.mutable_outer();
+  out->set_name("nesterov");
+  out->set_lr(0.7);
+  out->set_momentum(0.9);
+  s.set_rounds(10);
+  auto* sy = s.mutable_sync();
+  sy->set_kind("diloco");
+  sy->set_inner_steps(20);
+  sy->set_fragments(1);
+  sy->set_overlap_steps(0);
+  sy->set_mixing_alpha(0.5);
+  auto* c = s.mutable_compression();
+  c->set_codec(v1::CODEC_INT8_BLOCK);
+  c->set_block_size(256);
+  c->set_topk_fraction(0.01);
+  s.set_checkpoint_interval(0);
+  return s;
+}
+
+Result<v1::Codec> CodecFromName(std::string_view name) {
+  if (name == "fp32" || name == "none") return v1::CODEC_FP32;
+  if (name == "bf16") return v1::CODEC_BF16;
+  if (name == "int8") return v1::CODEC_INT8_BLOCK;
+  if (name == "int4") return v1::CODEC_INT4_BLOCK;
+  if (name == "fp4") return v1::CODEC_FP4_E3M0;
+  if (name == "topk") return v1::CODEC_TOPK;
+  return InvalidArgument("field 'compression.codec' must be one of none, fp32, bf16, int8, int4, fp4, topk; got '" +
+                         std::string(name) + "'");
+}
+
+std::string CodecName(v1::Codec codec) {
+  switch (codec) {
+    case v1::CODEC_FP32: return "fp32";
+    case v1::CODEC_BF16: return "bf16";
+    case v1::CODEC_INT8_BLOCK: return "int8";
+    case v1::CODEC_INT4_BLOCK: return "int4";
+    case v1::CODEC_FP4_E3M0: return "fp4";
+    case v1::CODEC_TOPK: return "topk";
+    default: return "none";
+  }
+}
+
+uint32_t RequiredRegions(const v1::JobSpec& spec) {
+  return spec.regions_size() > 0 ? static_cast<uint32_t>(spec.regions_size()) : spec.region_count();
+}
+
+Result<v1::JobSpec> ParseJobSpecYaml(std::string_view yaml, std::string_view source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(std::string(source) + " line " + std::to_string(e.mark.line + 1) +
+                           ": not valid YAML: " + e.msg);
+  }
+  if (!root || root.IsNull()) return InvalidArgument(std::string(source) + ": the job spec is empty");
+  v1::JobSpec spec = DefaultJobSpec();
+  try {
+    LONGHAUL_RETURN_IF_ERROR(ParseTop(root, source, &spec));
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(std::string(source) + " line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+  Status valid = ValidateJobSpec(spec);
+  if (!valid.ok()) return InvalidArgument(std::string(source) + ": " + valid.message());
+  return spec;
+}
+
+Result<v1::JobSpec> LoadJobSpecFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read job file '" + path.string() + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseJobSpecYaml(ss.str(), path.filename().string());
+}
+
+}  // namespace longhaul::orchestrator

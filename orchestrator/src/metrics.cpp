@@ -1,0 +1,90 @@
+#include "longhaul/orchestrator/metrics.h"
+
+namespace longhaul::orchestrator {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+
+OrchestratorMetrics::OrchestratorMetrics(prometheus::Registry& r)
+    : jobs_(BuildGauge().Name("longhaul_jobs").Help("Jobs by lifecycle state").Register(r)),
+      regions_(BuildGauge().Name("longhaul_regions").Help("Registered regions by state (up/down)").Register(r)),
+      committed_(BuildCounter()
+                     .Name("longhaul_rounds_committed_total")
+                     .Help("Rounds committed (all participants agreed on the parameter hash)")
+                     .Register(r)),
+      aborted_(BuildCounter()
+                   .Name("longhaul_rounds_aborted_total")
+                   .Help("Round attempts aborted, by reason kind")
+                   .Register(r)),
+      duration_(BuildHistogram()
+                    .Name("longhaul_round_duration_seconds")
+                    .Help("Wall time from round start to commit")
+                    .Register(r)),
+      loss_(BuildGauge().Name("longhaul_region_loss").Help("Last training loss reported per region").Register(r)),
+      val_loss_(BuildGauge()
+                    .Name("longhaul_region_validation_loss")
+                    .Help("Last validation loss reported per region")
+                    .Register(r)),
+      tokens_(BuildGauge().Name("longhaul_tokens_per_second").Help("Training throughput per region").Register(r)),
+      wan_bytes_(BuildCounter()
+                     .Name("longhaul_wan_bytes_total")
+                     .Help("Bytes sent over the WAN as reported by regions, by codec")
+                     .Register(r)),
+      predicted_(BuildGauge()
+                     .Name("longhaul_round_comm_predicted_seconds")
+                     .Help("Scheduler's predicted communication time of the last committed round")
+                     .Register(r)),
+      actual_(BuildGauge()
+                  .Name("longhaul_round_comm_actual_seconds")
+                  .Help("Measured communication time (slowest region) of the last committed round")
+                  .Register(r)),
+      rejected_(BuildCounter()
+                    .Name("longhaul_control_messages_rejected_total")
+                    .Help("Control messages dropped: malformed, stale epoch, wrong job, unknown sender")
+                    .Register(r)),
+      stall_(BuildGauge()
+                 .Name("longhaul_round_stall_seconds")
+                 .Help("How long the current round has waited for its slowest participant")
+                 .Register(r)) {}
+
+void OrchestratorMetrics::SetJobsByState(const std::map<std::string, int>& counts) {
+  for (const char* s : {"submitted", "scheduled", "running", "succeeded", "failed", "cancelled"}) {
+    auto it = counts.find(s);
+    jobs_.Add({{"state", s}}).Set(it == counts.end() ? 0 : it->second);
+  }
+}
+
+void OrchestratorMetrics::SetRegions(int up, int down) {
+  regions_.Add({{"state", "up"}}).Set(up);
+  regions_.Add({{"state", "down"}}).Set(down);
+}
+
+void OrchestratorMetrics::RoundCommitted(const std::string& job, double duration_s, double predicted, double actual) {
+  committed_.Add({{"job", job}}).Increment();
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600};
+  duration_.Add({{"job", job}}, kBuckets).Observe(duration_s);
+  predicted_.Add({{"job", job}}).Set(predicted);
+  actual_.Add({{"job", job}}).Set(actual);
+}
+
+void OrchestratorMetrics::RoundAborted(const std::string& job, const std::string& kind) {
+  aborted_.Add({{"job", job}, {"reason", kind}}).Increment();
+}
+
+void OrchestratorMetrics::RegionReport(const std::string& job, const std::string& region, double loss,
+                                       double val_loss, double tps) {
+  loss_.Add({{"job", job}, {"region", region}}).Set(loss);
+  val_loss_.Add({{"job", job}, {"region", region}}).Set(val_loss);
+  tokens_.Add({{"job", job}, {"region", region}}).Set(tps);
+}
+
+void OrchestratorMetrics::WanBytes(const std::string& job, const std::string& codec, double bytes) {
+  if (bytes > 0) wan_bytes_.Add({{"job", job}, {"codec", codec}}).Increment(bytes);
+}
+
+void OrchestratorMetrics::MessageRejected(const std::string& why) { rejected_.Add({{"reason", why}}).Increment(); }
+
+void OrchestratorMetrics::StalledFor(const std::string& job, double seconds) { stall_.Add({{"job", job}}).Set(seconds); }
+
+}  // namespace longhaul::orchestrator

@@ -1,0 +1,93 @@
+#include "longhaul/orchestrator/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "longhaul/sync_policies/ring_order.h"
+
+namespace longhaul::orchestrator {
+
+LinkEstimate LinkTable::Get(const std::string& from, const std::string& to) const {
+  auto it = links_.find({from, to});
+  if (it != links_.end() && it->second.bytes_per_second > 0) return it->second;
+  LinkEstimate e;
+  if (it != links_.end()) e.rtt_seconds = it->second.rtt_seconds;
+  auto a = region_rate_.find(from), b = region_rate_.find(to);
+  if (a != region_rate_.end() && b != region_rate_.end()) e.bytes_per_second = std::min(a->second, b->second);
+  return e;
+}
+
+double PredictRingAllReduceSeconds(int m, double payload_bytes, double bottleneck, double rtt) {
+  if (m < 2) return 0;
+  const double transfer = bottleneck > 0 ? 2.0 * (m - 1) / m * payload_bytes / bottleneck : 0;
+  return transfer + (m - 1) * rtt;
+}
+
+uint32_t ConnectionsForLink(double bytes_per_second, double rtt_seconds, const ScheduleOptions& o) {
+  if (bytes_per_second <= 0 || rtt_seconds <= 0 || o.bytes_in_flight_per_connection <= 0) return 1;
+  const double bdp = bytes_per_second * rtt_seconds;
+  const double n = std::ceil(bdp / o.bytes_in_flight_per_connection);
+  return static_cast<uint32_t>(std::clamp(n, 1.0, static_cast<double>(std::max<uint32_t>(1, o.max_connections_per_link))));
+}
+
+Result<RoundSchedule> PlanRound(const std::vector<std::string>& participants, const LinkTable& links,
+                                uint64_t payload_bytes, const ScheduleOptions& o) {
+  RoundSchedule s;
+  const int m = static_cast<int>(participants.size());
+  if (m == 0) return InvalidArgument("cannot schedule a round without participants");
+  if (m == 1) {
+    s.ring = participants;
+    s.reason = "single participant; no WAN traffic";
+    return s;
+  }
+  sync_policies::BandwidthMatrix matrix;
+  matrix.bytes_per_second.assign(m, std::vector<double>(m, 0.0));
+  bool any_known = false;
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < m; ++j)
+      if (i != j) {
+        matrix.bytes_per_second[i][j] = links.Get(participants[i], participants[j]).bytes_per_second;
+        any_known = any_known || matrix.bytes_per_second[i][j] > 0;
+      }
+  std::string ring_reason;
+  if (any_known) {
+    auto order = sync_policies::ChooseRingOrder(matrix);
+    if (!order.ok()) return order.status().WithContext("choosing the ring order");
+    for (int idx : order->order) {
+      if (idx < 0 || idx >= m) return Internal("ring order names participant " + std::to_string(idx));
+      s.ring.push_back(participants[idx]);
+    }
+    ring_reason = order->reason;
+  } else {
+    s.ring = participants;
+    ring_reason = "no link measurements yet; ring in job order";
+  }
+  // Bottleneck and RTT along the chosen ring.
+  double bottleneck = 0, rtt = 0;
+  bool all_known = true;
+  uint32_t conns = 1;
+  for (int k = 0; k < m; ++k) {
+    const LinkEstimate e = links.Get(s.ring[k], s.ring[(k + 1) % m]);
+    if (e.bytes_per_second <= 0) all_known = false;
+    else bottleneck = bottleneck == 0 ? e.bytes_per_second : std::min(bottleneck, e.bytes_per_second);
+    rtt = std::max(rtt, e.rtt_seconds);
+  }
+  if (rtt <= 0) rtt = o.assumed_rtt_seconds;
+  for (int k = 0; k < m; ++k) {
+    const LinkEstimate e = links.Get(s.ring[k], s.ring[(k + 1) % m]);
+    conns = std::max(conns, ConnectionsForLink(e.bytes_per_second, e.rtt_seconds > 0 ? e.rtt_seconds : rtt, o));
+  }
+  s.connections_per_link = conns;
+  s.bottleneck_bytes_per_second = all_known ? bottleneck : 0;
+  s.rtt_seconds = rtt;
+  if (all_known && payload_bytes > 0)
+    s.predicted_comm_seconds = PredictRingAllReduceSeconds(m, static_cast<double>(payload_bytes), bottleneck, rtt);
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "; bottleneck %.2f MB/s, rtt %.0f ms, %u connection(s) per link, predicted %.3f s",
+                s.bottleneck_bytes_per_second / 1e6, rtt * 1e3, conns, s.predicted_comm_seconds);
+  s.reason = ring_reason + buf;
+  return s;
+}
+
+}  // namespace longhaul::orchestrator

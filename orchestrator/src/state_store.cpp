@@ -1,0 +1,358 @@
+#include "longhaul/orchestrator/state_store.h"
+
+#include <sqlite3.h>
+
+#include <cstdio>
+
+#include "sqlite_stmt.h"
+
+namespace longhaul::orchestrator {
+namespace {
+
+constexpr int kSchemaVersion = 1;
+
+// Migration i brings the schema from version i to i+1.
+const char* const kMigrations[] = {
+    R"sql(
+CREATE TABLE jobs (
+  id TEXT PRIMARY KEY, name TEXT NOT NULL, spec BLOB NOT NULL, state TEXT NOT NULL,
+  reason TEXT NOT NULL DEFAULT '', epoch INTEGER NOT NULL DEFAULT 0,
+  last_committed_round INTEGER NOT NULL DEFAULT 0, wan_bytes INTEGER NOT NULL DEFAULT 0,
+  created_at REAL NOT NULL, started_at REAL NOT NULL DEFAULT 0, finished_at REAL NOT NULL DEFAULT 0);
+CREATE TABLE job_regions (
+  job_id TEXT NOT NULL, region TEXT NOT NULL, idx INTEGER NOT NULL, ready INTEGER NOT NULL,
+  holds_state INTEGER NOT NULL, endpoint BLOB NOT NULL, PRIMARY KEY (job_id, region));
+CREATE TABLE rounds (
+  job_id TEXT NOT NULL, round INTEGER NOT NULL, epoch INTEGER NOT NULL, param_hash TEXT NOT NULL,
+  participants TEXT NOT NULL, loss REAL, val_loss REAL, tokens INTEGER, wan_bytes INTEGER,
+  comm_seconds REAL, predicted_comm_seconds REAL, wall_seconds REAL, committed_at REAL,
+  PRIMARY KEY (job_id, round));
+CREATE TABLE checkpoints (
+  job_id TEXT NOT NULL, round INTEGER NOT NULL, region TEXT NOT NULL, path TEXT NOT NULL,
+  PRIMARY KEY (job_id, round, region));
+CREATE TABLE regions (
+  name TEXT PRIMARY KEY, capacity BLOB NOT NULL, data_host TEXT NOT NULL, last_seen REAL NOT NULL);
+CREATE TABLE events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, job_id TEXT NOT NULL,
+  kind TEXT NOT NULL, message TEXT NOT NULL);
+CREATE INDEX events_by_job ON events (job_id, id);
+)sql",
+};
+static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion);
+
+std::string JoinNames(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
+std::vector<std::string> SplitNames(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < s.size()) {
+    size_t comma = s.find(',', start);
+    if (comma == std::string::npos) comma = s.size();
+    out.push_back(s.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+bool IsTerminalJobState(const std::string& state) {
+  return state == "succeeded" || state == "failed" || state == "cancelled";
+}
+
+Result<std::unique_ptr<StateStore>> StateStore::Open(const std::filesystem::path& file) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return Unavailable("cannot open state file '" + file.string() + "': " + msg);
+  }
+  std::unique_ptr<StateStore> store(new StateStore(db));
+  sqlite3_busy_timeout(db, 5000);
+  // WAL: a commit is durable once its frames are in the log; synchronous=FULL
+  // fsyncs the log on every commit so a power cut keeps committed rounds too.
+  LONGHAUL_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
+                               .WithContext("state file '" + file.string() + "'"));
+  Status migrated = store->Migrate();
+  if (!migrated.ok()) return migrated.WithContext("state file '" + file.string() + "'");
+  return store;
+}
+
+StateStore::~StateStore() { sqlite3_close(db_); }
+
+Status StateStore::Exec(const std::string& sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : sqlite3_errmsg(db_);
+    sqlite3_free(err);
+    return Internal("sqlite: " + msg);
+  }
+  return Status::Ok();
+}
+
+Status StateStore::Migrate() {
+  LONGHAUL_RETURN_IF_ERROR(Exec("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)"));
+  int version = 0;
+  {
+    Stmt q(db_, "SELECT value FROM meta WHERE key='schema_version'");
+    Status err;
+    if (q.Step(&err)) version = static_cast<int>(q.Int(0));
+    LONGHAUL_RETURN_IF_ERROR(err);
+  }
+  if (version > kSchemaVersion)
+    return VersionMismatch("schema version " + std::to_string(version) + " is newer than this binary's " +
+                           std::to_string(kSchemaVersion));
+  for (int v = version; v < kSchemaVersion; ++v) {
+    LONGHAUL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    Status s = Exec(kMigrations[v]);
+    if (s.ok())
+      s = Exec("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', " + std::to_string(v + 1) + ")");
+    if (!s.ok()) {
+      (void)Exec("ROLLBACK");
+      return s.WithContext("migrating schema to version " + std::to_string(v + 1));
+    }
+    LONGHAUL_RETURN_IF_ERROR(Exec("COMMIT"));
+  }
+  schema_version_ = kSchemaVersion;
+  return Status::Ok();
+}
+
+Result<std::string> StateStore::CreateJob(const v1::JobSpec& spec, double now) {
+  LONGHAUL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  int64_t n = 0;
+  {
+    Stmt q(db_, "SELECT COUNT(*) FROM jobs");
+    Status err;
+    if (q.Step(&err)) n = q.Int(0);
+  }
+  char id[32];
+  std::snprintf(id, sizeof(id), "job-%06lld", static_cast<long long>(n + 1));
+  Stmt ins(db_, "INSERT INTO jobs (id, name, spec, state, created_at) VALUES (?, ?, ?, 'submitted', ?)");
+  Status s = ins.Text(1, id).Text(2, spec.name()).Bind(3, spec.SerializeAsString()).Bind(4, now).Run();
+  if (s.ok()) {
+    Stmt ev(db_, "INSERT INTO events (time, job_id, kind, message) VALUES (?, ?, 'submitted', ?)");
+    s = ev.Bind(1, now).Text(2, id).Text(3, "job '" + spec.name() + "' submitted").Run();
+  }
+  if (!s.ok()) {
+    (void)Exec("ROLLBACK");
+    return s;
+  }
+  LONGHAUL_RETURN_IF_ERROR(Exec("COMMIT"));
+  return std::string(id);
+}
+
+Status StateStore::SaveJobTx(const JobRecord& j) {
+  Stmt up(db_,
+          "UPDATE jobs SET state=?, reason=?, epoch=?, last_committed_round=?, wan_bytes=?, started_at=?, "
+          "finished_at=? WHERE id=?");
+  LONGHAUL_RETURN_IF_ERROR(up.Text(1, j.state)
+                               .Text(2, j.reason)
+                               .Bind(3, static_cast<int64_t>(j.epoch))
+                               .Bind(4, static_cast<int64_t>(j.last_committed_round))
+                               .Bind(5, static_cast<int64_t>(j.wan_bytes))
+                               .Bind(6, j.started_at)
+                               .Bind(7, j.finished_at)
+                               .Text(8, j.id)
+                               .Run());
+  if (sqlite3_changes(db_) != 1) return NotFound("unknown job '" + j.id + "'");
+  Stmt del(db_, "DELETE FROM job_regions WHERE job_id=?");
+  LONGHAUL_RETURN_IF_ERROR(del.Text(1, j.id).Run());
+  for (const auto& r : j.regions) {
+    Stmt ins(db_, "INSERT INTO job_regions (job_id, region, idx, ready, holds_state, endpoint) VALUES (?,?,?,?,?,?)");
+    LONGHAUL_RETURN_IF_ERROR(ins.Text(1, j.id)
+                                 .Text(2, r.region)
+                                 .Bind(3, static_cast<int64_t>(r.index))
+                                 .Bind(4, static_cast<int64_t>(r.ready))
+                                 .Bind(5, static_cast<int64_t>(r.holds_state))
+                                 .Bind(6, r.endpoint.SerializeAsString())
+                                 .Run());
+  }
+  return Status::Ok();
+}
+
+Status StateStore::SaveJob(const JobRecord& job) {
+  LONGHAUL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  Status s = SaveJobTx(job);
+  if (!s.ok()) {
+    (void)Exec("ROLLBACK");
+    return s;
+  }
+  return Exec("COMMIT");
+}
+
+Status StateStore::CommitRound(const CommittedRound& r, const JobRecord& job_after) {
+  LONGHAUL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  auto fail = [&](Status s) {
+    (void)Exec("ROLLBACK");
+    return s;
+  };
+  Stmt ins(db_,
+           "INSERT INTO rounds (job_id, round, epoch, param_hash, participants, loss, val_loss, tokens, wan_bytes, "
+           "comm_seconds, predicted_comm_seconds, wall_seconds, committed_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  Status s = ins.Text(1, r.job_id)
+                 .Bind(2, static_cast<int64_t>(r.round))
+                 .Bind(3, static_cast<int64_t>(r.epoch))
+                 .Text(4, r.param_hash)
+                 .Text(5, JoinNames(r.participants))
+                 .Bind(6, r.loss)
+                 .Bind(7, r.val_loss)
+                 .Bind(8, static_cast<int64_t>(r.tokens))
+                 .Bind(9, static_cast<int64_t>(r.wan_bytes))
+                 .Bind(10, r.comm_seconds)
+                 .Bind(11, r.predicted_comm_seconds)
+                 .Bind(12, r.wall_seconds)
+                 .Bind(13, r.committed_at)
+                 .Run();
+  if (!s.ok()) return fail(s.code() == StatusCode::kAlreadyExists
+                               ? Status(StatusCode::kAlreadyExists, "round " + std::to_string(r.round) + " of " +
+                                                                        r.job_id + " is already committed")
+                               : s);
+  for (const auto& [region, path] : r.checkpoints) {
+    Stmt c(db_, "INSERT OR REPLACE INTO checkpoints (job_id, round, region, path) VALUES (?,?,?,?)");
+    s = c.Text(1, r.job_id).Bind(2, static_cast<int64_t>(r.round)).Text(3, region).Text(4, path).Run();
+    if (!s.ok()) return fail(s);
+  }
+  s = SaveJobTx(job_after);
+  if (!s.ok()) return fail(s);
+  Stmt ev(db_, "INSERT INTO events (time, job_id, kind, message) VALUES (?, ?, 'round_committed', ?)");
+  s = ev.Bind(1, r.committed_at)
+          .Text(2, r.job_id)
+          .Text(3, "round " + std::to_string(r.round) + " epoch " + std::to_string(r.epoch) + " committed by " +
+                       JoinNames(r.participants) + " hash " + r.param_hash)
+          .Run();
+  if (!s.ok()) return fail(s);
+  return Exec("COMMIT");
+}
+
+Result<std::vector<JobRecord>> StateStore::LoadJobs() {
+  std::vector<JobRecord> jobs;
+  Stmt q(db_,
+         "SELECT id, spec, state, reason, epoch, last_committed_round, wan_bytes, created_at, started_at, finished_at "
+         "FROM jobs ORDER BY id");
+  Status err;
+  while (q.Step(&err)) {
+    JobRecord j;
+    j.id = q.Blob(0);
+    if (!j.spec.ParseFromString(q.Blob(1))) return DataLoss("job " + j.id + ": stored spec does not parse");
+    j.state = q.Blob(2);
+    j.reason = q.Blob(3);
+    j.epoch = static_cast<uint64_t>(q.Int(4));
+    j.last_committed_round = static_cast<uint32_t>(q.Int(5));
+    j.wan_bytes = static_cast<uint64_t>(q.Int(6));
+    j.created_at = q.Real(7);
+    j.started_at = q.Real(8);
+    j.finished_at = q.Real(9);
+    jobs.push_back(std::move(j));
+  }
+  LONGHAUL_RETURN_IF_ERROR(err);
+  for (auto& j : jobs) {
+    Stmt r(db_, "SELECT region, idx, ready, holds_state, endpoint FROM job_regions WHERE job_id=? ORDER BY idx");
+    r.Text(1, j.id);
+    while (r.Step(&err)) {
+      JobRegionRecord jr;
+      jr.region = r.Blob(0);
+      jr.index = static_cast<uint32_t>(r.Int(1));
+      jr.ready = r.Int(2) != 0;
+      jr.holds_state = r.Int(3) != 0;
+      if (!jr.endpoint.ParseFromString(r.Blob(4))) return DataLoss("job " + j.id + ": stored endpoint does not parse");
+      j.regions.push_back(std::move(jr));
+    }
+    LONGHAUL_RETURN_IF_ERROR(err);
+  }
+  return jobs;
+}
+
+Result<std::optional<JobRecord>> StateStore::LoadJob(const std::string& id) {
+  LONGHAUL_ASSIGN_OR_RETURN(auto jobs, LoadJobs());
+  for (auto& j : jobs)
+    if (j.id == id) return std::optional<JobRecord>(std::move(j));
+  return std::optional<JobRecord>();
+}
+
+Result<std::vector<CommittedRound>> StateStore::LoadRounds(const std::string& job_id) {
+  std::vector<CommittedRound> rounds;
+  Stmt q(db_,
+         "SELECT round, epoch, param_hash, participants, loss, val_loss, tokens, wan_bytes, comm_seconds, "
+         "predicted_comm_seconds, wall_seconds, committed_at FROM rounds WHERE job_id=? ORDER BY round");
+  q.Text(1, job_id);
+  Status err;
+  while (q.Step(&err)) {
+    CommittedRound r;
+    r.job_id = job_id;
+    r.round = static_cast<uint32_t>(q.Int(0));
+    r.epoch = static_cast<uint64_t>(q.Int(1));
+    r.param_hash = q.Blob(2);
+    r.participants = SplitNames(q.Blob(3));
+    r.loss = q.Real(4);
+    r.val_loss = q.Real(5);
+    r.tokens = static_cast<uint64_t>(q.Int(6));
+    r.wan_bytes = static_cast<uint64_t>(q.Int(7));
+    r.comm_seconds = q.Real(8);
+    r.predicted_comm_seconds = q.Real(9);
+    r.wall_seconds = q.Real(10);
+    r.committed_at = q.Real(11);
+    rounds.push_back(std::move(r));
+  }
+  LONGHAUL_RETURN_IF_ERROR(err);
+  for (auto& r : rounds) {
+    Stmt c(db_, "SELECT region, path FROM checkpoints WHERE job_id=? AND round=? ORDER BY region");
+    c.Text(1, job_id).Bind(2, static_cast<int64_t>(r.round));
+    while (c.Step(&err)) r.checkpoints.emplace_back(c.Blob(0), c.Blob(1));
+    LONGHAUL_RETURN_IF_ERROR(err);
+  }
+  return rounds;
+}
+
+Status StateStore::SaveRegion(const RegionRecord& region) {
+  Stmt q(db_, "INSERT OR REPLACE INTO regions (name, capacity, data_host, last_seen) VALUES (?,?,?,?)");
+  return q.Text(1, region.name)
+      .Bind(2, region.capacity.SerializeAsString())
+      .Text(3, region.data_host)
+      .Bind(4, region.last_seen)
+      .Run();
+}
+
+Result<std::vector<RegionRecord>> StateStore::LoadRegions() {
+  std::vector<RegionRecord> out;
+  Stmt q(db_, "SELECT name, capacity, data_host, last_seen FROM regions ORDER BY name");
+  Status err;
+  while (q.Step(&err)) {
+    RegionRecord r;
+    r.name = q.Blob(0);
+    (void)r.capacity.ParseFromString(q.Blob(1));
+    r.data_host = q.Blob(2);
+    r.last_seen = q.Real(3);
+    out.push_back(std::move(r));
+  }
+  LONGHAUL_RETURN_IF_ERROR(err);
+  return out;
+}
+
+Status StateStore::AppendEvent(const std::string& job_id, const std::string& kind, const std::string& message,
+                               double now) {
+  Stmt q(db_, "INSERT INTO events (time, job_id, kind, message) VALUES (?,?,?,?)");
+  return q.Bind(1, now).Text(2, job_id).Text(3, kind).Text(4, message).Run();
+}
+
+Result<std::vector<EventRecord>> StateStore::LoadEvents(const std::string& job_id, int limit) {
+  std::vector<EventRecord> out;
+  Stmt q(db_, "SELECT time, job_id, kind, message FROM events WHERE job_id=? ORDER BY id DESC LIMIT ?");
+  q.Text(1, job_id).Bind(2, static_cast<int64_t>(limit));
+  Status err;
+  while (q.Step(&err)) out.push_back({q.Real(0), q.Blob(1), q.Blob(2), q.Blob(3)});
+  LONGHAUL_RETURN_IF_ERROR(err);
+  return std::vector<EventRecord>(out.rbegin(), out.rend());
+}
+
+Result<std::string> StateStore::JournalMode() {
+  Stmt q(db_, "PRAGMA journal_mode");
+  Status err;
+  if (q.Step(&err)) return q.Blob(0);
+  LONGHAUL_RETURN_IF_ERROR(err);
+  return Internal("PRAGMA journal_mode returned nothing");
+}
+
+}  // namespace longhaul::orchestrator

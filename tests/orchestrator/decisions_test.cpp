@@ -1,0 +1,183 @@
+// Membership, round and scheduling decisions: pure functions, ManualClock.
+#include <catch2/catch.hpp>
+
+#include "longhaul/common/clock.h"
+#include "longhaul/orchestrator/job_spec.h"
+#include "longhaul/orchestrator/membership.h"
+#include "longhaul/orchestrator/round_coordinator.h"
+#include "longhaul/orchestrator/scheduler.h"
+
+using namespace longhaul;
+using namespace longhaul::orchestrator;
+using namespace std::chrono_literals;
+
+TEST_CASE("placement needs enough healthy free regions and says why not", "[membership]") {
+  v1::JobSpec spec = DefaultJobSpec();  // 3 regions
+  std::vector<RegionHealth> regions = {{"ap-south", true, true, 0, 4, "", ""},
+                                       {"eu-west", false, true, 6, 4, "", ""},
+                                       {"us-east", true, true, 0, 4, "job-000001", ""}};
+  JobPlacement p = PlaceJob(spec, regions);
+  CHECK_FALSE(p.ok);
+  CHECK_THAT(p.reason, Catch::Contains("need 3 regions, have 1") && Catch::Contains("eu-west missed 6 heartbeats") &&
+                           Catch::Contains("us-east is busy with job-000001"));
+  regions[1].up = true;
+  regions[2].busy_with.clear();
+  p = PlaceJob(spec, regions);
+  REQUIRE(p.ok);
+  CHECK(p.regions == std::vector<std::string>{"ap-south", "eu-west", "us-east"});
+  spec.add_regions("eu-west");
+  spec.add_regions("mars");
+  spec.set_region_count(2);
+  p = PlaceJob(spec, regions);
+  CHECK_FALSE(p.ok);
+  CHECK_THAT(p.reason, Catch::Contains("mars has not registered"));
+}
+
+TEST_CASE("round membership: survivors, joiners and the minimum", "[membership]") {
+  std::vector<JobMemberView> m = {{"a", true, true, true, 0, ""}, {"b", false, false, false, 7, ""},
+                                  {"c", true, true, false, 0, ""}};
+  RoundMembership r = PlanRoundMembership(m, 2);
+  REQUIRE(r.ok);
+  CHECK(r.participants == std::vector<std::string>{"a", "c"});
+  CHECK(r.joining == std::vector<std::string>{"c"});
+  CHECK(r.bootstrap_region == "a");
+  CHECK_THAT(r.reason, Catch::Contains("b is down (missed 7 heartbeats)"));
+  r = PlanRoundMembership(m, 3);
+  CHECK_FALSE(r.ok);
+  CHECK_THAT(r.reason, Catch::Contains("need 3 regions, have 2 ready"));
+  m[0].holds_state = false;
+  r = PlanRoundMembership(m, 2);
+  CHECK_FALSE(r.ok);
+  CHECK_THAT(r.reason, Catch::Contains("no ready region holds"));
+}
+
+namespace {
+RoundAttempt Attempt(const ManualClock& clock) {
+  RoundAttempt a;
+  a.job_id = "job-000001";
+  a.round = 4;
+  a.epoch = 7;
+  a.participants = {"a", "b", "c"};
+  a.started = clock.Now();
+  a.deadline = a.started + 10s;
+  return a;
+}
+v1::RoundReport Report(const std::string& region, const std::string& hash, bool ok = true) {
+  v1::RoundReport r;
+  r.set_job_id("job-000001");
+  r.set_round(4);
+  r.set_epoch(7);
+  r.set_region(region);
+  r.set_ok(ok);
+  r.set_param_hash(hash);
+  r.set_loss(2.0);
+  r.set_wan_bytes_sent(100);
+  return r;
+}
+}  // namespace
+
+TEST_CASE("a round commits only when every participant reports the same hash", "[round]") {
+  ManualClock clock;
+  RoundAttempt a = Attempt(clock);
+  a.reports["a"] = Report("a", "h1");
+  a.reports["b"] = Report("b", "h1");
+  RoundDecision d = DecideRound(a, clock.Now(), {});
+  CHECK(d.outcome == RoundOutcome::kWait);
+  CHECK(d.waiting_on == std::vector<std::string>{"c"});
+  a.reports["c"] = Report("c", "h2");
+  d = DecideRound(a, clock.Now(), {});
+  CHECK(d.outcome == RoundOutcome::kAbort);
+  CHECK(d.kind == "hash_mismatch");
+  CHECK_THAT(d.reason, Catch::Contains("h2 from c"));
+  a.reports["c"] = Report("c", "h1");
+  d = DecideRound(a, clock.Now(), {});
+  CHECK(d.outcome == RoundOutcome::kCommit);
+  CHECK(d.param_hash == "h1");
+  CommittedRound c = SummarizeCommit(a, d.param_hash, 1.0);
+  CHECK(c.wan_bytes == 300);
+  CHECK(c.loss == Approx(2.0));
+}
+
+TEST_CASE("a down participant or a passed deadline aborts the round and names who", "[round]") {
+  ManualClock clock;
+  RoundAttempt a = Attempt(clock);
+  a.reports["a"] = Report("a", "h1");
+  RoundDecision d = DecideRound(a, clock.Now(), {"b"});
+  CHECK(d.outcome == RoundOutcome::kAbort);
+  CHECK(d.kind == "region_down");
+  CHECK(d.excluded == std::vector<std::string>{"b"});
+  clock.Advance(9s);
+  d = DecideRound(a, clock.Now(), {});
+  CHECK(d.outcome == RoundOutcome::kWait);
+  CHECK_THAT(d.reason, Catch::Contains("waiting for b, c (9 s)"));
+  clock.Advance(2s);
+  d = DecideRound(a, clock.Now(), {});
+  CHECK(d.outcome == RoundOutcome::kAbort);
+  CHECK(d.kind == "deadline");
+  CHECK(d.excluded == std::vector<std::string>{"b", "c"});
+  a.reports["b"] = Report("b", "", false);
+  a.reports["b"].mutable_error()->set_message("peer c timed out");
+  d = DecideRound(a, clock.Now(), {});
+  CHECK(d.kind == "report_failed");
+  CHECK_THAT(d.reason, Catch::Contains("peer c timed out"));
+}
+
+TEST_CASE("reports from another epoch, round, job or region are refused", "[round]") {
+  ManualClock clock;
+  RoundAttempt a = Attempt(clock);
+  auto r = Report("a", "h");
+  CHECK(AcceptReport(a, r).ok());
+  r.set_epoch(6);
+  CHECK(AcceptReport(a, r).code() == StatusCode::kAborted);
+  r = Report("a", "h");
+  r.set_round(3);
+  CHECK_FALSE(AcceptReport(a, r).ok());
+  r = Report("z", "h");
+  CHECK_THAT(AcceptReport(a, r).message(), Catch::Contains("not a participant"));
+  r = Report("a", "h");
+  r.set_job_id("job-000002");
+  CHECK_FALSE(AcceptReport(a, r).ok());
+  a.reports["a"] = Report("a", "h");
+  CHECK(AcceptReport(a, Report("a", "h")).code() == StatusCode::kAlreadyExists);
+  CHECK_FALSE(AcceptReport(a, Report("b", "")).ok());
+}
+
+TEST_CASE("the scheduler predicts ring time and sizes connections from the BDP", "[scheduler]") {
+  CHECK(PredictRingAllReduceSeconds(3, 3e6, 1e6, 0.1) == Approx(2.0 * 2 / 3 * 3 + 2 * 0.1));
+  ScheduleOptions o;
+  o.bytes_in_flight_per_connection = 1e6;
+  CHECK(ConnectionsForLink(25e6, 0.1, o) == 3);   // 2.5 MB in flight
+  CHECK(ConnectionsForLink(1e9, 1.0, o) == 8);    // capped
+  CHECK(ConnectionsForLink(0, 0.1, o) == 1);
+  LinkTable links;
+  // a<->b fast, b<->c fast, a<->c slow: the ring must avoid... every 3-ring uses all
+  // three pairs, so the bottleneck is the slow link either way.
+  for (auto [x, y, bw] : {std::tuple{"a", "b", 100e6}, {"b", "c", 100e6}, {"a", "c", 10e6}}) {
+    links.SetLink(x, y, {bw, 0.04});
+    links.SetLink(y, x, {bw, 0.04});
+  }
+  auto s = PlanRound({"a", "b", "c"}, links, 3'000'000, o);
+  REQUIRE(s.ok());
+  CHECK(s->ring.size() == 3);
+  CHECK(s->bottleneck_bytes_per_second == Approx(10e6));
+  CHECK(s->predicted_comm_seconds == Approx(PredictRingAllReduceSeconds(3, 3e6, 10e6, 0.04)));
+  CHECK_THAT(s->reason, Catch::Contains("predicted"));
+  LinkTable empty;
+  auto u = PlanRound({"a", "b"}, empty, 0, o);
+  REQUIRE(u.ok());
+  CHECK(u->predicted_comm_seconds == 0);
+  CHECK(u->ring == std::vector<std::string>{"a", "b"});
+}
+
+TEST_CASE("the ring avoids a slow link when a four-region ring can", "[scheduler]") {
+  LinkTable links;
+  const char* names[] = {"a", "b", "c", "d"};
+  for (auto* x : names)
+    for (auto* y : names)
+      if (std::string(x) != y) links.SetLink(x, y, {50e6, 0.02});
+  links.SetLink("a", "b", {1e6, 0.02});
+  links.SetLink("b", "a", {1e6, 0.02});
+  auto s = PlanRound({"a", "b", "c", "d"}, links, 1'000'000);
+  REQUIRE(s.ok());
+  CHECK(s->bottleneck_bytes_per_second == Approx(50e6));
+}

@@ -1,0 +1,107 @@
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <unistd.h>
+
+#include "longhaul/orchestrator/job_spec.h"
+#include "longhaul/orchestrator/state_store.h"
+
+using namespace longhaul;
+using namespace longhaul::orchestrator;
+
+namespace {
+std::filesystem::path TempFile(const char* name) {
+  auto dir = std::filesystem::temp_directory_path() / ("longhaul-store-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto p = dir / name;
+  std::filesystem::remove(p);
+  std::filesystem::remove(p.string() + "-wal");
+  std::filesystem::remove(p.string() + "-shm");
+  return p;
+}
+}  // namespace
+
+TEST_CASE("the store uses WAL and survives close and reopen", "[state_store]") {
+  const auto file = TempFile("reopen.sqlite");
+  std::string id;
+  {
+    auto store = StateStore::Open(file);
+    REQUIRE(store.ok());
+    CHECK((*store)->JournalMode().value() == "wal");
+    auto created = (*store)->CreateJob(DefaultJobSpec(), 100.0);
+    REQUIRE(created.ok());
+    id = *created;
+    CHECK(id == "job-000001");
+    JobRecord job = *(*store)->LoadJob(id).value();
+    job.state = "running";
+    job.epoch = 3;
+    job.regions = {{"eu-west", 0, true, true, {}}, {"us-east", 1, true, false, {}}};
+    job.regions[0].endpoint.add_shard_endpoints("tcp://127.0.0.1:5000");
+    REQUIRE((*store)->SaveJob(job).ok());
+    CommittedRound r;
+    r.job_id = id;
+    r.round = 1;
+    r.epoch = 3;
+    r.param_hash = "00ff";
+    r.participants = {"eu-west", "us-east"};
+    r.checkpoints = {{"eu-west", "/tmp/ckpt-1.safetensors"}};
+    job.last_committed_round = 1;
+    REQUIRE((*store)->CommitRound(r, job).ok());
+  }
+  auto store = StateStore::Open(file);
+  REQUIRE(store.ok());
+  CHECK((*store)->schema_version() == 1);
+  auto job = (*store)->LoadJob(id).value();
+  REQUIRE(job.has_value());
+  CHECK(job->state == "running");
+  CHECK(job->epoch == 3);
+  CHECK(job->last_committed_round == 1);
+  REQUIRE(job->regions.size() == 2);
+  CHECK(job->regions[0].endpoint.shard_endpoints(0) == "tcp://127.0.0.1:5000");
+  CHECK_FALSE(job->regions[1].holds_state);
+  auto rounds = (*store)->LoadRounds(id).value();
+  REQUIRE(rounds.size() == 1);
+  CHECK(rounds[0].participants == std::vector<std::string>{"eu-west", "us-east"});
+  CHECK(rounds[0].checkpoints.size() == 1);
+  CHECK((*store)->CreateJob(DefaultJobSpec(), 101.0).value() == "job-000002");
+}
+
+TEST_CASE("a round is never committed twice", "[state_store]") {
+  auto store = StateStore::Open(TempFile("twice.sqlite"));
+  REQUIRE(store.ok());
+  const std::string id = (*store)->CreateJob(DefaultJobSpec(), 1.0).value();
+  JobRecord job = *(*store)->LoadJob(id).value();
+  CommittedRound r;
+  r.job_id = id;
+  r.round = 1;
+  r.param_hash = "aa";
+  job.last_committed_round = 1;
+  job.wan_bytes = 10;
+  REQUIRE((*store)->CommitRound(r, job).ok());
+  job.wan_bytes = 20;  // a second commit must not apply its job update either
+  Status again = (*store)->CommitRound(r, job);
+  CHECK(again.code() == StatusCode::kAlreadyExists);
+  CHECK((*store)->LoadJob(id).value()->wan_bytes == 10);
+  CHECK((*store)->LoadRounds(id).value().size() == 1);
+}
+
+TEST_CASE("events and regions persist", "[state_store]") {
+  auto store = StateStore::Open(TempFile("events.sqlite"));
+  REQUIRE(store.ok());
+  REQUIRE((*store)->AppendEvent("job-000009", "round_aborted", "eu-west is down", 5.0).ok());
+  auto events = (*store)->LoadEvents("job-000009", 10).value();
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].message == "eu-west is down");
+  v1::Capacity cap;
+  cap.set_workers(4);
+  REQUIRE((*store)->SaveRegion({"eu-west", cap, "127.0.0.1", 9.0}).ok());
+  auto regions = (*store)->LoadRegions().value();
+  REQUIRE(regions.size() == 1);
+  CHECK(regions[0].capacity.workers() == 4);
+}
+
+TEST_CASE("an unusable state file is an error, not a crash", "[state_store]") {
+  auto store = StateStore::Open("/nonexistent-dir/x/state.sqlite");
+  REQUIRE_FALSE(store.ok());
+  CHECK_THAT(store.status().message(), Catch::Contains("/nonexistent-dir/x/state.sqlite"));
+}
