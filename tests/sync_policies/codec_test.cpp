@@ -105,7 +105,7 @@ TEST_CASE("int8 per-block error is at most half a quantisation step", "[codec]")
 }
 
 TEST_CASE("int4 per-block error is at most half a step of absmax / 7", "[codec]") {
-  for (size_t block : {size_t{1}, size_t{3}, size_t{32}, size_t{256}}) {
+  for (size_t block : {size_t{1}, size_t{3}, size_t{32}, size_t{256}, size_t{3001}}) {
     auto in = RandomVector(9999, 3);
     auto out = RoundTrip(*Make(Codec::kInt4Block, block), in);
     for (size_t start = 0; start < in.size(); start += block) {
