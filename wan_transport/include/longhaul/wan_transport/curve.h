@@ -1,0 +1,111 @@
+// CURVE keys, allowlists and the ZAP handler that enforces them.
+//
+// Every longhaul ZeroMQ socket (control plane and WAN data plane) is CURVE
+// encrypted. CURVE alone only authenticates the *server*: without a ZAP handler
+// a CURVE server accepts ANY client key pair. So every server context runs a
+// ZapAuthenticator, which admits only client public keys on an Allowlist and
+// logs (and counts) every rejection with the offending key.
+//
+// Key files (written by `longhaul keys gen`, read here), all keys Z85 (40 chars):
+//   <name>.key   mode 0600:  "public-key = <z85>" and "secret-key = <z85>" lines
+//   <name>.pub   "<z85>" on one line (so a .pub file is also a valid allowlist file)
+// Allowlist: a file with one Z85 public key per line ('#' at line start
+// or after whitespace starts a comment; '#' inside a key is Z85), or a
+// directory whose *.pub files are each one key.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "longhaul/common/status.h"
+
+namespace longhaul::wan_transport {
+
+inline constexpr size_t kZ85KeyChars = 40;
+
+struct CurveKeyPair {
+  std::string public_key;  // Z85, 40 chars
+  std::string secret_key;  // Z85, 40 chars
+};
+
+// A fresh key pair from libzmq (libsodium underneath).
+Result<CurveKeyPair> GenerateCurveKeyPair();
+
+// Ok when `key` is 40 Z85 chars that decode to 32 bytes; otherwise says what is wrong.
+Status ValidateZ85Key(std::string_view key, std::string_view what);
+
+// Writes <dir>/<name>.key (public+secret, mode 0600) and <dir>/<name>.pub. Creates
+// dir if needed; refuses (kAlreadyExists) to overwrite either file.
+Status WriteKeyPair(const std::filesystem::path& dir, const std::string& name, const CurveKeyPair& keys);
+
+// Reads a .key file; checks both keys are valid Z85 and that the secret key
+// really produces the public key. Errors name the file and the problem.
+Result<CurveKeyPair> LoadKeyPair(const std::filesystem::path& key_file);
+// Reads a .pub file (its first non-comment line; a "public-key = X" line is accepted too).
+Result<std::string> LoadPublicKey(const std::filesystem::path& pub_file);
+
+// The set of client public keys a server admits.
+class Allowlist {
+ public:
+  Allowlist() = default;
+  // A file with one Z85 key per line ('#' comments, blank lines ignored), or a
+  // directory of *.pub files. An invalid line or an empty result is an error
+  // naming the file (and line).
+  static Result<Allowlist> Load(const std::filesystem::path& file_or_dir);
+  static Allowlist Of(std::vector<std::string> keys);
+
+  bool Contains(std::string_view public_key_z85) const;
+  size_t size() const { return keys_.size(); }
+  void Add(std::string public_key_z85) { keys_.insert(std::move(public_key_z85)); }
+
+ private:
+  std::unordered_set<std::string> keys_;
+};
+
+// Serves the ZAP endpoint (inproc://zeromq.zap.01) of one zmq context on its own
+// thread. Only one may exist per context, and it must be destroyed before the
+// context is closed. CURVE clients whose key is on the allowlist are admitted;
+// anything else (other key, other mechanism such as NULL/PLAIN) is refused,
+// logged with the key and peer address, and counted. A refused client gets no
+// messages at all: ZeroMQ drops the connection during the handshake.
+class ZapAuthenticator {
+ public:
+  static Result<std::unique_ptr<ZapAuthenticator>> Start(zmq::context_t& ctx, Allowlist allowlist);
+  ~ZapAuthenticator();
+  ZapAuthenticator(const ZapAuthenticator&) = delete;
+  ZapAuthenticator& operator=(const ZapAuthenticator&) = delete;
+
+  uint64_t rejected() const { return rejected_.load(); }
+  uint64_t accepted() const { return accepted_.load(); }
+
+ private:
+  ZapAuthenticator(zmq::context_t& ctx, Allowlist allowlist);
+  void Serve();
+  bool Handle(zmq::socket_t& sock);  // one request; false when nothing was read
+
+  zmq::socket_t socket_;
+  Allowlist allowlist_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> rejected_{0};
+  std::atomic<uint64_t> accepted_{0};
+  std::thread thread_;
+};
+
+// The ZAP domain longhaul servers use (any non-empty value makes libzmq consult ZAP).
+inline constexpr const char* kZapDomain = "longhaul";
+
+// Configure a socket before bind()/connect(). A server needs a ZapAuthenticator on
+// its context to restrict clients; MakeCurveServer sets the ZAP domain.
+void MakeCurveServer(zmq::socket_t& socket, const CurveKeyPair& own);
+void MakeCurveClient(zmq::socket_t& socket, const CurveKeyPair& own, const std::string& server_public_key);
+
+}  // namespace longhaul::wan_transport
