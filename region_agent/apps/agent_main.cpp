@@ -1,8 +1,71 @@
-// longhaul-agent: per-region daemon
+// longhaul-agent: the per-region daemon (see region_agent/agent.h).
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <iostream>
+
 #include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "longhaul/region_agent/agent.h"
+
+namespace {
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop = true; }
+}  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"longhaul-agent - per-region daemon"};
+  CLI::App app{"longhaul-agent - per-region daemon: registers with the orchestrator, runs and supervises workers"};
+  longhaul::region_agent::AgentOptions o;
+  std::string work_dir, key, pub, allowlist, bin_dir;
+  app.add_option("--region", o.region, "this region's name")->required();
+  app.add_option("--orchestrator", o.orchestrator, "orchestrator endpoint, tcp://HOST:PORT")->required();
+  app.add_option("--orchestrator-public-key", pub, "orchestrator's CURVE public key file (.pub)");
+  app.add_option("--key", key, "this region's CURVE key pair file (.key), used by the agent and its workers");
+  app.add_option("--allowlist", allowlist, "public keys admitted on the WAN data plane (file or folder of .pub)");
+  app.add_flag("--insecure", o.insecure, "turn CURVE off everywhere (control and WAN)");
+  app.add_option("--workers", o.workers, "worker slots of this region")->default_val(1);
+  app.add_option("--data-host", o.data_host, "host the workers' WAN endpoints bind on")->default_val("127.0.0.1");
+  app.add_option("--work-dir", work_dir, "folder for job files, worker logs and rendezvous")->required();
+  app.add_option("--metrics", o.metrics_bind, "HOST:PORT of /metrics (port 0 = any)")->default_val("127.0.0.1:0");
+  app.add_option("--wan-rate-mbit", o.wan_rate_mbit, "emulate this region's WAN link: rate (0 = no emulation)");
+  app.add_option("--wan-delay-ms", o.wan_delay_ms, "emulated one-way delay");
+  app.add_option("--wan-jitter-ms", o.wan_jitter_ms, "emulated delay jitter");
+  app.add_option("--bin-dir", bin_dir, "where longhaul-worker and longhaul-linkem are (default: next to this binary)");
+  int heartbeat_ms = 0, collective_s = 0, start_s = 0;
+  app.add_option("--heartbeat-interval-ms", heartbeat_ms, "heartbeat interval until the orchestrator sets one");
+  app.add_option("--collective-timeout-s", collective_s, "deadline of one cross-region collective");
+  app.add_option("--worker-start-timeout-s", start_s, "launch -> all workers ready");
   CLI11_PARSE(app, argc, argv);
+  o.work_dir = work_dir;
+  o.key_file = key;
+  o.orchestrator_public_key = pub;
+  o.allowlist = allowlist;
+  o.bin_dir = bin_dir;
+  if (heartbeat_ms > 0) o.timeouts.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
+  if (collective_s > 0) o.timeouts.collective = std::chrono::seconds(collective_s);
+  if (start_s > 0) o.worker_start_timeout = std::chrono::seconds(start_s);
+
+  auto agent = longhaul::region_agent::Agent::Create(o);
+  if (!agent.ok()) {
+    std::cerr << "longhaul-agent: " << agent.status().ToString() << "\n";
+    return 2;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  // Tests and scripts read these lines to find the ports.
+  std::printf("metrics on http://%s/metrics\n",
+              (o.metrics_bind.substr(0, o.metrics_bind.rfind(':')) + ":" + std::to_string((*agent)->metrics_port())).c_str());
+  std::printf("agent %s running\n", o.region.c_str());
+  std::fflush(stdout);
+  auto status = (*agent)->Run(g_stop);
+  if (!status.ok()) {
+    std::cerr << "longhaul-agent: " << status.ToString() << "\n";
+    return 1;
+  }
   return 0;
 }

@@ -1,0 +1,43 @@
+// AgentOptions: everything one `longhaul-agent` is configured with, filled from
+// flags in apps/agent_main.cpp and validated once here.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+
+#include "longhaul/common/status.h"
+#include "longhaul/common/timeouts.h"
+
+namespace longhaul::region_agent {
+
+struct AgentOptions {
+  std::string region;                          // this region's name
+  std::string orchestrator;                    // "tcp://host:port"
+  std::filesystem::path orchestrator_public_key;  // orchestrator's .pub (CURVE server key)
+  std::filesystem::path key_file;              // this region's .key (agent + its workers)
+  std::filesystem::path allowlist;             // keys admitted on the WAN data plane
+  bool insecure = false;                       // CURVE off everywhere (explicit opt-out)
+  int workers = 1;                             // worker slots of this region
+  std::string data_host = "127.0.0.1";         // host the workers' WAN endpoints bind on
+  std::filesystem::path work_dir;              // per-job folders, logs, rendezvous stores
+  std::string metrics_bind = "127.0.0.1:0";
+  // WAN link emulation: rate > 0 starts one longhaul-linkem per worker in front
+  // of its WAN endpoint and advertises the linkem's address instead.
+  double wan_rate_mbit = 0;
+  double wan_delay_ms = 0;
+  double wan_jitter_ms = 0;
+  std::filesystem::path bin_dir;               // longhaul-worker, longhaul-linkem; empty = next to this binary
+  Timeouts timeouts;
+  Duration worker_start_timeout{std::chrono::seconds(60)};  // launch -> every WorkerHello
+  Duration worker_stop_grace{std::chrono::seconds(3)};      // STOP/SIGTERM -> SIGKILL
+  // How long a crash keeps the region's heartbeat unhealthy (a new assignment
+  // clears it sooner): long enough for the orchestrator to notice, short enough
+  // that the region is scheduled again.
+  Duration unhealthy_hold{std::chrono::seconds(10)};
+
+  // Names the first bad field and its value.
+  Status Validate() const;
+};
+
+}  // namespace longhaul::region_agent

@@ -1,0 +1,73 @@
+// ChildProcess: one process the agent launched (a worker or a link emulator).
+//
+// The agent supervises its children itself: Poll() reaps without blocking and
+// remembers how the child ended, DescribeExit() turns that into the words that
+// reach heartbeats and reports ("exited with status 2", "killed by signal 9
+// (SIGKILL)"). Children get PR_SET_PDEATHSIG=SIGKILL, so an agent that dies
+// (even by SIGKILL) never leaves orphaned workers holding ports. Destroying a
+// ChildProcess that still runs stops it (SIGTERM, then SIGKILL after a grace).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "longhaul/common/status.h"
+#include "longhaul/common/timeouts.h"
+
+namespace longhaul::region_agent {
+
+struct SpawnOptions {
+  std::filesystem::path program;
+  std::vector<std::string> args;      // without argv[0]
+  std::filesystem::path log_file;     // stdout+stderr appended here; empty = inherit
+  bool capture_stdout = false;        // stdout to a pipe read by ReadLine (stderr -> log_file)
+};
+
+class ChildProcess {
+ public:
+  static Result<ChildProcess> Spawn(const SpawnOptions& options);
+
+  ChildProcess() = default;
+  ChildProcess(ChildProcess&& other) noexcept;
+  ChildProcess& operator=(ChildProcess&& other) noexcept;
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+  ~ChildProcess();
+
+  pid_t pid() const { return pid_; }
+  bool started() const { return pid_ > 0; }
+  // Reaps without blocking; true once the child has exited (now or before).
+  bool Poll();
+  bool exited() const { return exit_status_.has_value(); }
+  // True when it exited with status 0.
+  bool exited_cleanly() const;
+  // "exited with status 3" / "killed by signal 9 (SIGKILL)" / "running".
+  std::string DescribeExit() const;
+
+  void Signal(int sig) const;
+  // SIGTERM, wait up to `grace` for it to exit, then SIGKILL and reap.
+  void Stop(Duration grace = std::chrono::seconds(3));
+  // Waits (polling) until the child exits or the deadline passes; true if exited.
+  bool WaitExit(Deadline deadline);
+
+  // One line of the captured stdout (without the newline), by the deadline.
+  Result<std::string> ReadLine(Deadline deadline);
+
+ private:
+  void Reset();
+  pid_t pid_ = -1;
+  int stdout_fd_ = -1;
+  std::string stdout_buffer_;
+  std::optional<int> exit_status_;  // raw waitpid status
+};
+
+// Directory of the running executable (/proc/self/exe), where sibling binaries
+// (longhaul-worker, longhaul-linkem) are installed.
+Result<std::filesystem::path> SelfBinaryDir();
+
+}  // namespace longhaul::region_agent

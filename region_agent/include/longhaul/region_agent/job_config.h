@@ -1,0 +1,55 @@
+// JobConfig: a JobAssignment turned into the typed options of every piece a
+// worker builds (model, data, inner and outer optimizers, codec, schedule), and
+// the checks the agent runs before launching anything.
+//
+// proto3 cannot tell "unset" from zero, so a zero in the spec means "the
+// default" for fields where zero is not a meaningful value (learning rates,
+// batch size, H, block size); each default is named below.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "longhaul/common/status.h"
+#include "longhaul/sync_policies/compressor.h"
+#include "longhaul/sync_policies/outer_optimizer.h"
+#include "longhaul/sync_policies/schedule.h"
+#include "longhaul/trainer/data.h"
+#include "longhaul/trainer/model.h"
+#include "longhaul/trainer/optimizer.h"
+#include "longhaul/v1/control.pb.h"
+
+namespace longhaul::region_agent {
+
+struct JobConfig {
+  std::string job_id;
+  std::string region;
+  uint32_t region_index = 0;
+  uint32_t region_count = 1;
+  uint32_t workers = 1;             // workers per region
+  uint32_t rounds = 1;
+  uint64_t seed = 0;                // model init seed
+  uint32_t checkpoint_interval = 0;
+  int batch_size = 16;              // sequences per worker per inner step (spec 0 -> 16)
+  trainer::ModelConfig model;
+  trainer::DataOptions data;
+  trainer::AdamWOptions inner;      // lr 0 -> 3e-3; betas 0 -> 0.9/0.95
+  sync_policies::OuterOptimizerOptions outer;  // name "" -> nesterov lr 0.7 momentum 0.9
+  sync_policies::CompressionOptions compression;  // CODEC_UNSPECIFIED -> fp32
+  sync_policies::ScheduleOptions schedule;     // kind "" -> diloco; H 0 -> 50
+};
+
+// Translates and validates; errors name the field and the bad value. Does not
+// touch the file system (see CheckJobResources).
+Result<JobConfig> ParseJobAssignment(const v1::JobAssignment& assignment);
+
+// The agent's admission checks before launching workers: the assignment parses,
+// is meant for `region`, asks for at most `capacity_workers` workers, and its data
+// file exists and is readable. kResourceExhausted for too many workers,
+// kNotFound for a missing data file, kInvalidArgument for the rest.
+Result<JobConfig> AdmitJob(const v1::JobAssignment& assignment, const std::string& region, int capacity_workers);
+
+// A job id is used in file names and rendezvous prefixes: [A-Za-z0-9._-]{1,64}.
+Status ValidateJobId(const std::string& job_id);
+
+}  // namespace longhaul::region_agent

@@ -1,0 +1,109 @@
+// RegionJob: one job as this region's agent runs it — its worker processes
+// (and link emulators), their start-up handshake, the round in flight and the
+// reports collected for it. The agent's controller owns one per job and does
+// all socket I/O; RegionJob only keeps state and processes.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "longhaul/common/status.h"
+#include "longhaul/common/timeouts.h"
+#include "longhaul/region_agent/child_process.h"
+#include "longhaul/region_agent/job_config.h"
+#include "longhaul/v1/control.pb.h"
+
+namespace longhaul::region_agent {
+
+struct JobLaunchOptions {
+  std::filesystem::path worker_binary;
+  std::filesystem::path linkem_binary;
+  std::filesystem::path job_dir;        // work_dir/<job_id>; created
+  std::string agent_endpoint;           // tcp://127.0.0.1:port of the agent's worker socket
+  std::string region;
+  std::string data_host;
+  bool insecure = false;
+  std::filesystem::path key_file;
+  std::filesystem::path allowlist;
+  double wan_rate_mbit = 0;
+  double wan_delay_ms = 0;
+  double wan_jitter_ms = 0;
+  uint64_t launch_id = 0;               // unique per launch: fresh Gloo store folder
+  Duration collective_timeout{std::chrono::seconds(60)};
+  Duration start_timeout{std::chrono::seconds(60)};
+};
+
+class RegionJob {
+ public:
+  enum class Phase { kLaunching, kReady, kStopping };
+
+  // Writes the assignment next to the workers' logs and spawns the workers.
+  static Result<std::unique_ptr<RegionJob>> Launch(const JobConfig& config, const v1::JobAssignment& assignment,
+                                                   const JobLaunchOptions& options);
+  ~RegionJob();
+
+  const std::string& job_id() const { return config_.job_id; }
+  const JobConfig& config() const { return config_; }
+  const v1::JobAssignment& assignment() const { return assignment_; }
+  Phase phase() const { return phase_; }
+  int workers() const { return static_cast<int>(workers_.size()); }
+  int workers_running();
+  bool launch_expired() const { return phase_ == Phase::kLaunching && std::chrono::steady_clock::now() > start_deadline_; }
+  // "workers 1, 3 did not report in time".
+  std::string MissingHellos() const;
+
+  // Start-up handshake; an error hello or a bad rank comes back as the error.
+  Status OnHello(const std::string& routing_id, const v1::WorkerHello& hello);
+  bool all_hellos() const;
+  // Starts the link emulators (if configured) and returns the advertised endpoints.
+  Result<v1::PeerEndpoint> MakeReady();
+  const std::optional<v1::PeerEndpoint>& endpoint() const { return endpoint_; }
+  uint64_t num_params() const { return num_params_; }
+  double loss_floor() const { return loss_floor_; }
+
+  // First worker (or link emulator) that ended while not stopping: "worker 1 (pid 42) killed by signal 9 (SIGKILL)".
+  std::optional<std::string> CheckProcesses();
+  // The last non-empty line of a worker's log, for error messages.
+  std::string WorkerLogTail(int rank) const;
+
+  void BeginStop(Duration grace);
+  // SIGKILLs stragglers past the grace; true once every process is gone.
+  bool FinishStop();
+
+  void BeginRound(const v1::RoundCommand& start);
+  void EndRound() { current_.reset(); reports_.clear(); }
+  const std::optional<v1::RoundCommand>& current_round() const { return current_; }
+  // Adds a worker's report; returns the region's report once all are in. Reports
+  // for another (round, epoch) than the one in flight are dropped (stale).
+  std::optional<v1::RoundReport> OnWorkerReport(int rank, const v1::RoundReport& report);
+
+  const std::vector<std::string>& routing_ids() const { return routing_ids_; }
+  std::filesystem::path log_file(int rank) const;
+
+ private:
+  RegionJob() = default;
+  Status SpawnWorkers();
+  Result<std::string> StartLinkem(const std::string& worker_endpoint);
+
+  JobConfig config_;
+  v1::JobAssignment assignment_;
+  JobLaunchOptions options_;
+  Phase phase_ = Phase::kLaunching;
+  Deadline start_deadline_{};
+  Deadline stop_deadline_{};
+  std::vector<ChildProcess> workers_;
+  std::vector<ChildProcess> linkems_;
+  std::vector<std::string> routing_ids_;     // "" until the worker's hello
+  std::vector<std::string> wan_endpoints_;
+  std::optional<v1::PeerEndpoint> endpoint_;
+  uint64_t num_params_ = 0;
+  double loss_floor_ = 0;
+  std::optional<v1::RoundCommand> current_;
+  std::map<int, v1::RoundReport> reports_;
+};
+
+}  // namespace longhaul::region_agent

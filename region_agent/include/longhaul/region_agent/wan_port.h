@@ -1,0 +1,49 @@
+// WanPort: a worker's end of the WAN data plane, as the round needs it: one
+// listener bound for the life of the job (its endpoint is advertised in
+// JobReady), and per round a group of this worker's peers (worker i of every
+// participating region, ring order) as a sync_policies::CollectiveLink.
+// The ZeroMQ implementation is wan_transport's; tests may use an in-process one.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "longhaul/common/status.h"
+#include "longhaul/common/timeouts.h"
+#include "longhaul/sync_policies/link.h"
+
+namespace longhaul::region_agent {
+
+struct WanPeer {
+  std::string region;    // whose key the connection must present (CURVE server key)
+  std::string endpoint;  // tcp://host:port
+};
+
+class WanPort {
+ public:
+  virtual ~WanPort() = default;
+  // "tcp://host:port" peers connect to.
+  virtual std::string endpoint() const = 0;
+  // The round's group: `peers` in ring order (own entry included at `rank`).
+  virtual Result<std::unique_ptr<sync_policies::CollectiveLink>> Join(const std::vector<WanPeer>& peers, int rank,
+                                                                      uint64_t epoch, Deadline deadline) = 0;
+  virtual uint64_t bytes_sent() const = 0;
+};
+
+// CURVE on the data plane: the listener is a CURVE server with this region's
+// key pair and admits only keys on the allowlist (ZAP). A connection to region
+// R's listener needs R's public key: it is read from <allowlist dir>/<R>.pub
+// (deploy/gen-keys.sh names keys by region), so the allowlist must be a folder.
+struct WanPortOptions {
+  std::string host = "127.0.0.1";
+  bool insecure = false;
+  std::string key_file;     // this region's key pair
+  std::string allowlist;    // folder of <region>.pub: peers admitted and their server keys
+  Duration link_io{std::chrono::seconds(10)};
+};
+
+// Binds a ZeroMQ (CURVE unless insecure) WAN listener on host:0.
+Result<std::unique_ptr<WanPort>> BindWanPort(const WanPortOptions& options);
+
+}  // namespace longhaul::region_agent

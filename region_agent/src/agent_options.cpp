@@ -1,0 +1,32 @@
+#include "longhaul/region_agent/agent_options.h"
+
+#include <cctype>
+#include <cmath>
+
+namespace longhaul::region_agent {
+
+Status AgentOptions::Validate() const {
+  if (region.empty()) return InvalidArgument("--region must not be empty");
+  for (char c : region) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) {
+      return InvalidArgument("--region '" + region + "': only letters, digits, '-', '_' and '.' are allowed");
+    }
+  }
+  if (orchestrator.rfind("tcp://", 0) != 0 && orchestrator.rfind("ipc://", 0) != 0) {
+    return InvalidArgument("--orchestrator '" + orchestrator + "' must look like tcp://HOST:PORT");
+  }
+  if (!insecure) {
+    if (orchestrator_public_key.empty()) return InvalidArgument("--orchestrator-public-key is required unless --insecure");
+    if (key_file.empty()) return InvalidArgument("--key is required unless --insecure");
+    if (allowlist.empty()) return InvalidArgument("--allowlist is required unless --insecure");
+  }
+  if (workers < 1 || workers > 256) return InvalidArgument("--workers must be in [1, 256], got " + std::to_string(workers));
+  if (data_host.empty()) return InvalidArgument("--data-host must not be empty");
+  if (work_dir.empty()) return InvalidArgument("--work-dir must not be empty");
+  if (!(std::isfinite(wan_rate_mbit) && wan_rate_mbit >= 0)) return InvalidArgument("--wan-rate-mbit must be >= 0, got " + std::to_string(wan_rate_mbit));
+  if (!(std::isfinite(wan_delay_ms) && wan_delay_ms >= 0)) return InvalidArgument("--wan-delay-ms must be >= 0, got " + std::to_string(wan_delay_ms));
+  if (!(std::isfinite(wan_jitter_ms) && wan_jitter_ms >= 0)) return InvalidArgument("--wan-jitter-ms must be >= 0, got " + std::to_string(wan_jitter_ms));
+  return timeouts.Validate();
+}
+
+}  // namespace longhaul::region_agent

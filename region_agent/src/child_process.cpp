@@ -1,0 +1,185 @@
+#include "longhaul/region_agent/child_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+namespace longhaul::region_agent {
+namespace {
+
+std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+}  // namespace
+
+Result<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
+  if (::access(options.program.c_str(), X_OK) != 0) {
+    return NotFound(Errno("cannot execute " + options.program.string()));
+  }
+  // Everything the child needs is prepared before fork: after fork in a
+  // multi-threaded process only async-signal-safe calls are allowed.
+  std::vector<std::string> argv_storage;
+  argv_storage.push_back(options.program.string());
+  argv_storage.insert(argv_storage.end(), options.args.begin(), options.args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  int log_fd = -1;
+  if (!options.log_file.empty()) {
+    log_fd = ::open(options.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (log_fd < 0) return Unavailable(Errno("cannot open log file " + options.log_file.string()));
+  }
+  int pipe_fds[2] = {-1, -1};
+  if (options.capture_stdout && ::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    if (log_fd >= 0) ::close(log_fd);
+    return Unavailable(Errno("pipe"));
+  }
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    if (log_fd >= 0) ::close(log_fd);
+    if (pipe_fds[0] >= 0) { ::close(pipe_fds[0]); ::close(pipe_fds[1]); }
+    return Unavailable(Errno("fork"));
+  }
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(126);  // parent already gone
+    if (log_fd >= 0) {
+      ::dup2(log_fd, STDERR_FILENO);
+      if (!options.capture_stdout) ::dup2(log_fd, STDOUT_FILENO);
+    }
+    if (options.capture_stdout) ::dup2(pipe_fds[1], STDOUT_FILENO);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  if (log_fd >= 0) ::close(log_fd);
+  ChildProcess child;
+  child.pid_ = pid;
+  if (options.capture_stdout) {
+    ::close(pipe_fds[1]);
+    child.stdout_fd_ = pipe_fds[0];
+  }
+  return child;
+}
+
+ChildProcess::ChildProcess(ChildProcess&& other) noexcept { *this = std::move(other); }
+
+ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    pid_ = other.pid_;
+    stdout_fd_ = other.stdout_fd_;
+    stdout_buffer_ = std::move(other.stdout_buffer_);
+    exit_status_ = other.exit_status_;
+    other.pid_ = -1;
+    other.stdout_fd_ = -1;
+    other.exit_status_.reset();
+  }
+  return *this;
+}
+
+ChildProcess::~ChildProcess() { Reset(); }
+
+void ChildProcess::Reset() {
+  if (pid_ > 0 && !Poll()) Stop();
+  if (stdout_fd_ >= 0) ::close(stdout_fd_);
+  stdout_fd_ = -1;
+  pid_ = -1;
+}
+
+bool ChildProcess::Poll() {
+  if (exit_status_) return true;
+  if (pid_ <= 0) return false;
+  int status = 0;
+  const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) {
+    exit_status_ = status;
+    return true;
+  }
+  if (r < 0 && errno == ECHILD) {  // reaped elsewhere; treat as gone
+    exit_status_ = 0;
+    return true;
+  }
+  return false;
+}
+
+bool ChildProcess::exited_cleanly() const {
+  return exit_status_ && WIFEXITED(*exit_status_) && WEXITSTATUS(*exit_status_) == 0;
+}
+
+std::string ChildProcess::DescribeExit() const {
+  if (!exit_status_) return "running";
+  const int s = *exit_status_;
+  if (WIFEXITED(s)) return "exited with status " + std::to_string(WEXITSTATUS(s));
+  if (WIFSIGNALED(s)) {
+    const int sig = WTERMSIG(s);
+    const char* abbrev = sigabbrev_np(sig);
+    return "killed by signal " + std::to_string(sig) + (abbrev ? std::string(" (SIG") + abbrev + ")" : "");
+  }
+  return "ended with wait status " + std::to_string(s);
+}
+
+void ChildProcess::Signal(int sig) const {
+  if (pid_ > 0 && !exit_status_) ::kill(pid_, sig);
+}
+
+bool ChildProcess::WaitExit(Deadline deadline) {
+  while (!Poll()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+void ChildProcess::Stop(Duration grace) {
+  if (pid_ <= 0 || Poll()) return;
+  Signal(SIGTERM);
+  if (WaitExit(DeadlineAfter(grace))) return;
+  Signal(SIGKILL);
+  int status = 0;
+  if (::waitpid(pid_, &status, 0) == pid_) exit_status_ = status;
+}
+
+Result<std::string> ChildProcess::ReadLine(Deadline deadline) {
+  if (stdout_fd_ < 0) return FailedPrecondition("stdout of pid " + std::to_string(pid_) + " is not captured");
+  for (;;) {
+    const auto nl = stdout_buffer_.find('\n');
+    if (nl != std::string::npos) {
+      std::string line = stdout_buffer_.substr(0, nl);
+      stdout_buffer_.erase(0, nl + 1);
+      return line;
+    }
+    const auto left = Remaining(deadline);
+    if (left.count() == 0) {
+      return DeadlineExceeded("no line on stdout of pid " + std::to_string(pid_) + " in time");
+    }
+    pollfd pfd{stdout_fd_, POLLIN, 0};
+    const int r = ::poll(&pfd, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno != EINTR) return Unavailable(Errno("poll"));
+    if (r <= 0) continue;
+    char buf[512];
+    const ssize_t n = ::read(stdout_fd_, buf, sizeof(buf));
+    if (n == 0) {
+      Poll();
+      return Unavailable("pid " + std::to_string(pid_) + " closed stdout (" + DescribeExit() + ")");
+    }
+    if (n < 0 && errno != EINTR && errno != EAGAIN) return Unavailable(Errno("read"));
+    if (n > 0) stdout_buffer_.append(buf, static_cast<size_t>(n));
+  }
+}
+
+Result<std::filesystem::path> SelfBinaryDir() {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return Internal("cannot read /proc/self/exe: " + ec.message());
+  return exe.parent_path();
+}
+
+}  // namespace longhaul::region_agent

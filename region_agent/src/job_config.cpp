@@ -1,0 +1,160 @@
+#include "longhaul/region_agent/job_config.h"
+
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+namespace longhaul::region_agent {
+namespace {
+
+Result<sync_policies::Codec> CodecFromWire(v1::Codec codec) {
+  switch (codec) {
+    case v1::CODEC_UNSPECIFIED:
+    case v1::CODEC_FP32: return sync_policies::Codec::kFp32;
+    case v1::CODEC_BF16: return sync_policies::Codec::kBf16;
+    case v1::CODEC_INT8_BLOCK: return sync_policies::Codec::kInt8Block;
+    case v1::CODEC_INT4_BLOCK: return sync_policies::Codec::kInt4Block;
+    case v1::CODEC_FP4_E3M0: return sync_policies::Codec::kFp4E3M0;
+    case v1::CODEC_TOPK: return sync_policies::Codec::kTopK;
+    default: return InvalidArgument("spec.compression.codec: unknown codec " + std::to_string(static_cast<int>(codec)));
+  }
+}
+
+Status ParseData(const v1::DataSpec& spec, JobConfig& job) {
+  if (spec.has_synthetic()) {
+    const auto& s = spec.synthetic();
+    job.data.kind = "synthetic";
+    job.data.seed = s.seed();
+    if (s.branching() != 0) job.data.branching = s.branching();
+    if (s.order() != 0) job.data.order = s.order();
+    job.data.non_iid = s.non_iid();
+  } else if (spec.has_text_file()) {
+    const auto& t = spec.text_file();
+    if (t.path().empty()) return InvalidArgument("spec.data.text_file.path is empty");
+    job.data.kind = "text";
+    job.data.text_path = t.path();
+    if (t.validation_fraction() != 0) job.data.validation_fraction = t.validation_fraction();
+  } else {
+    return InvalidArgument("spec.data: no data source (need synthetic or text_file)");
+  }
+  return job.data.Validate().WithContext("spec.data");
+}
+
+Status ParseInner(const v1::InnerOptimizer& in, uint32_t rounds, JobConfig& job) {
+  if (!in.name().empty() && in.name() != "adamw") {
+    return InvalidArgument("spec.inner.name: unknown inner optimizer '" + in.name() + "' (known: adamw)");
+  }
+  if (in.lr() != 0) job.inner.lr = static_cast<float>(in.lr());
+  if (in.weight_decay() != 0) job.inner.weight_decay = static_cast<float>(in.weight_decay());
+  if (in.beta1() != 0) job.inner.beta1 = static_cast<float>(in.beta1());
+  if (in.beta2() != 0) job.inner.beta2 = static_cast<float>(in.beta2());
+  job.inner.warmup_steps = in.warmup_steps();
+  if (in.batch_size() != 0) job.batch_size = static_cast<int>(in.batch_size());
+  if (job.batch_size < 1 || job.batch_size > 65536) {
+    return InvalidArgument("spec.inner.batch_size must be in [1, 65536], got " + std::to_string(job.batch_size));
+  }
+  job.inner.total_steps = std::max<uint64_t>(1, uint64_t{rounds} * job.schedule.inner_steps);
+  if (job.inner.warmup_steps >= job.inner.total_steps) job.inner.warmup_steps = 0;
+  return job.inner.Validate().WithContext("spec.inner");
+}
+
+Status ParseOuter(const v1::OuterOptimizer& out, JobConfig& job) {
+  if (out.name().empty() && out.lr() == 0) return Status::Ok();  // DiLoCo defaults
+  if (!out.name().empty()) job.outer.name = out.name();
+  if (out.lr() != 0) job.outer.lr = static_cast<float>(out.lr());
+  job.outer.momentum = static_cast<float>(out.momentum());
+  return job.outer.Validate().WithContext("spec.outer");
+}
+
+}  // namespace
+
+Status ValidateJobId(const std::string& job_id) {
+  if (job_id.empty() || job_id.size() > 64) {
+    return InvalidArgument("job_id must have 1..64 characters, got " + std::to_string(job_id.size()));
+  }
+  for (char c : job_id) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) {
+      return InvalidArgument("job_id '" + job_id + "': only letters, digits, '-', '_' and '.' are allowed");
+    }
+  }
+  if (job_id == "." || job_id == "..") return InvalidArgument("job_id '" + job_id + "' is not a valid name");
+  return Status::Ok();
+}
+
+Result<JobConfig> ParseJobAssignment(const v1::JobAssignment& a) {
+  LONGHAUL_RETURN_IF_ERROR(ValidateJobId(a.job_id()));
+  if (!a.has_spec()) return InvalidArgument("assignment has no spec");
+  const v1::JobSpec& spec = a.spec();
+  JobConfig job;
+  job.job_id = a.job_id();
+  job.region = a.region();
+  job.region_index = a.region_index();
+  job.region_count = spec.regions_size() > 0 ? static_cast<uint32_t>(spec.regions_size()) : spec.region_count();
+  if (job.region_count == 0) job.region_count = 1;
+  if (job.region_index >= job.region_count) {
+    return InvalidArgument("region_index " + std::to_string(job.region_index) + " is out of range for " +
+                           std::to_string(job.region_count) + " regions");
+  }
+  if (spec.workers_per_region() == 0) return InvalidArgument("spec.workers_per_region must be > 0");
+  job.workers = spec.workers_per_region();
+  if (spec.rounds() == 0) return InvalidArgument("spec.rounds must be > 0");
+  job.rounds = spec.rounds();
+  job.seed = spec.seed();
+  job.checkpoint_interval = spec.checkpoint_interval();
+
+  auto model = trainer::ModelPreset(spec.model_preset());
+  if (!model.ok()) return model.status().WithContext("spec.model_preset");
+  job.model = *model;
+
+  const auto& sync = spec.sync();
+  if (!sync.kind().empty()) job.schedule.kind = sync.kind();
+  if (sync.inner_steps() != 0) job.schedule.inner_steps = sync.inner_steps();
+  if (sync.fragments() != 0) job.schedule.fragments = sync.fragments();
+  job.schedule.overlap_steps = sync.overlap_steps();
+  if (sync.mixing_alpha() != 0) job.schedule.mixing_alpha = sync.mixing_alpha();
+  LONGHAUL_RETURN_IF_ERROR(job.schedule.Validate().WithContext("spec.sync"));
+
+  LONGHAUL_RETURN_IF_ERROR(ParseData(spec.data(), job));
+  LONGHAUL_RETURN_IF_ERROR(trainer::CheckModelCoversData(job.model, job.data).WithContext("spec"));
+  LONGHAUL_RETURN_IF_ERROR(ParseInner(spec.inner(), job.rounds, job));
+  LONGHAUL_RETURN_IF_ERROR(ParseOuter(spec.outer(), job));
+
+  auto codec = CodecFromWire(spec.compression().codec());
+  if (!codec.ok()) return codec.status();
+  job.compression.codec = *codec;
+  if (spec.compression().block_size() != 0) job.compression.block_size = spec.compression().block_size();
+  if (spec.compression().topk_fraction() != 0) job.compression.topk_fraction = spec.compression().topk_fraction();
+  LONGHAUL_RETURN_IF_ERROR(job.compression.Validate().WithContext("spec.compression"));
+  return job;
+}
+
+Result<JobConfig> AdmitJob(const v1::JobAssignment& a, const std::string& region, int capacity_workers) {
+  if (a.region() != region) {
+    return InvalidArgument("job " + a.job_id() + " is assigned to region '" + a.region() + "' but this agent is '" +
+                           region + "'");
+  }
+  auto job = ParseJobAssignment(a);
+  if (!job.ok()) return job.status().WithContext("job " + a.job_id());
+  if (job->workers > static_cast<uint32_t>(capacity_workers)) {
+    return ResourceExhausted("job " + job->job_id + " needs " + std::to_string(job->workers) +
+                             " workers per region; region " + region + " has " + std::to_string(capacity_workers));
+  }
+  if (job->data.kind == "text") {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(job->data.text_path, ec)) {
+      return NotFound("job " + job->job_id + ": data file " + job->data.text_path + " does not exist or is not a file");
+    }
+    std::ifstream probe(job->data.text_path, std::ios::binary);
+    if (!probe) return NotFound("job " + job->job_id + ": data file " + job->data.text_path + " is not readable");
+  }
+  if (!a.checkpoint_path().empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(a.checkpoint_path(), ec)) {
+      return NotFound("job " + job->job_id + ": checkpoint " + a.checkpoint_path() + " does not exist");
+    }
+  }
+  return job;
+}
+
+}  // namespace longhaul::region_agent

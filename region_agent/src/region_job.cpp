@@ -1,0 +1,221 @@
+#include "longhaul/region_agent/region_job.h"
+
+#include <signal.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "longhaul/region_agent/region_report.h"
+
+namespace longhaul::region_agent {
+namespace {
+
+std::string Fmt(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+std::string StripScheme(const std::string& endpoint) {
+  const auto p = endpoint.find("://");
+  return p == std::string::npos ? endpoint : endpoint.substr(p + 3);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RegionJob>> RegionJob::Launch(const JobConfig& config, const v1::JobAssignment& assignment,
+                                                     const JobLaunchOptions& options) {
+  std::unique_ptr<RegionJob> job(new RegionJob());
+  job->config_ = config;
+  job->assignment_ = assignment;
+  job->options_ = options;
+  std::error_code ec;
+  std::filesystem::create_directories(options.job_dir, ec);
+  if (ec) return Unavailable("cannot create job folder " + options.job_dir.string() + ": " + ec.message());
+  {
+    std::ofstream out(options.job_dir / "assignment.pb", std::ios::binary | std::ios::trunc);
+    if (!out || !assignment.SerializeToOstream(&out)) {
+      return Unavailable("cannot write " + (options.job_dir / "assignment.pb").string());
+    }
+  }
+  job->start_deadline_ = DeadlineAfter(options.start_timeout);
+  LONGHAUL_RETURN_IF_ERROR(job->SpawnWorkers());
+  return job;
+}
+
+RegionJob::~RegionJob() {
+  for (auto& w : workers_) w.Stop(std::chrono::milliseconds(500));
+  for (auto& l : linkems_) l.Stop(std::chrono::milliseconds(500));
+}
+
+std::filesystem::path RegionJob::log_file(int rank) const {
+  return options_.job_dir / ("worker-" + std::to_string(rank) + ".log");
+}
+
+Status RegionJob::SpawnWorkers() {
+  const int n = static_cast<int>(config_.workers);
+  const auto store = options_.job_dir / ("launch-" + std::to_string(options_.launch_id)) / "gloo";
+  routing_ids_.assign(n, "");
+  wan_endpoints_.assign(n, "");
+  for (int rank = 0; rank < n; ++rank) {
+    SpawnOptions spawn;
+    spawn.program = options_.worker_binary;
+    spawn.log_file = log_file(rank);
+    spawn.args = {"--agent", options_.agent_endpoint,
+                  "--assignment", (options_.job_dir / "assignment.pb").string(),
+                  "--rank", std::to_string(rank),
+                  "--region", options_.region,
+                  "--store-dir", store.string(),
+                  "--wan-host", options_.data_host,
+                  "--collective-timeout-ms", std::to_string(options_.collective_timeout.count())};
+    if (options_.insecure) {
+      spawn.args.push_back("--insecure");
+    } else {
+      spawn.args.insert(spawn.args.end(), {"--key", options_.key_file.string(), "--allowlist", options_.allowlist.string()});
+    }
+    auto child = ChildProcess::Spawn(spawn);
+    if (!child.ok()) return child.status().WithContext("starting worker " + std::to_string(rank));
+    workers_.push_back(std::move(*child));
+  }
+  return Status::Ok();
+}
+
+int RegionJob::workers_running() {
+  int n = 0;
+  for (auto& w : workers_) n += w.Poll() ? 0 : 1;
+  return n;
+}
+
+std::string RegionJob::MissingHellos() const {
+  std::string missing;
+  for (size_t i = 0; i < routing_ids_.size(); ++i) {
+    if (routing_ids_[i].empty()) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
+  }
+  return "worker(s) " + missing + " did not report ready in time";
+}
+
+Status RegionJob::OnHello(const std::string& routing_id, const v1::WorkerHello& hello) {
+  const uint32_t rank = hello.worker_rank();
+  if (rank >= routing_ids_.size()) {
+    return InvalidArgument("hello from worker rank " + std::to_string(rank) + " but the job has " +
+                           std::to_string(routing_ids_.size()) + " workers");
+  }
+  if (hello.has_error() && hello.error().code() != v1::ERROR_CODE_UNSPECIFIED) {
+    return Status(StatusCode::kInvalidArgument, "worker " + std::to_string(rank) + ": " + hello.error().message());
+  }
+  if (hello.wan_endpoint().empty()) return InvalidArgument("worker " + std::to_string(rank) + " reported no WAN endpoint");
+  routing_ids_[rank] = routing_id;
+  wan_endpoints_[rank] = hello.wan_endpoint();
+  num_params_ = hello.num_params();
+  loss_floor_ = hello.loss_floor();
+  return Status::Ok();
+}
+
+bool RegionJob::all_hellos() const {
+  for (const auto& r : routing_ids_) if (r.empty()) return false;
+  return true;
+}
+
+Result<std::string> RegionJob::StartLinkem(const std::string& worker_endpoint) {
+  SpawnOptions spawn;
+  spawn.program = options_.linkem_binary;
+  spawn.capture_stdout = true;
+  spawn.log_file = options_.job_dir / ("linkem-" + std::to_string(linkems_.size()) + ".log");
+  spawn.args = {"--listen", options_.data_host + ":0", "--forward", StripScheme(worker_endpoint),
+                "--rate-mbit", Fmt(options_.wan_rate_mbit), "--delay-ms", Fmt(options_.wan_delay_ms),
+                "--jitter-ms", Fmt(options_.wan_jitter_ms)};
+  auto child = ChildProcess::Spawn(spawn);
+  if (!child.ok()) return child.status().WithContext("starting longhaul-linkem");
+  auto line = child->ReadLine(DeadlineAfter(std::chrono::seconds(10)));
+  linkems_.push_back(std::move(*child));
+  if (!line.ok()) return line.status().WithContext("waiting for longhaul-linkem to listen");
+  const std::string prefix = "listening on ";
+  if (line->rfind(prefix, 0) != 0) return Internal("unexpected first line from longhaul-linkem: '" + *line + "'");
+  return "tcp://" + line->substr(prefix.size());
+}
+
+Result<v1::PeerEndpoint> RegionJob::MakeReady() {
+  v1::PeerEndpoint ep;
+  ep.set_region(options_.region);
+  for (const auto& wan : wan_endpoints_) {
+    if (options_.wan_rate_mbit > 0) {
+      auto via = StartLinkem(wan);
+      if (!via.ok()) return via.status();
+      ep.add_shard_endpoints(*via);
+    } else {
+      ep.add_shard_endpoints(wan);
+    }
+  }
+  phase_ = Phase::kReady;
+  endpoint_ = ep;
+  return ep;
+}
+
+std::optional<std::string> RegionJob::CheckProcesses() {
+  if (phase_ == Phase::kStopping) return std::nullopt;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (workers_[i].Poll()) {
+      return "job " + config_.job_id + " worker " + std::to_string(i) + " (pid " + std::to_string(workers_[i].pid()) +
+             ") " + workers_[i].DescribeExit();
+    }
+  }
+  for (size_t i = 0; i < linkems_.size(); ++i) {
+    if (linkems_[i].Poll()) {
+      return "job " + config_.job_id + " link emulator of worker " + std::to_string(i) + " " + linkems_[i].DescribeExit();
+    }
+  }
+  return std::nullopt;
+}
+
+std::string RegionJob::WorkerLogTail(int rank) const {
+  std::ifstream in(log_file(rank));
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  if (last.size() > 400) last = last.substr(last.size() - 400);
+  return last;
+}
+
+void RegionJob::BeginStop(Duration grace) {
+  if (phase_ == Phase::kStopping) return;
+  phase_ = Phase::kStopping;
+  stop_deadline_ = DeadlineAfter(grace);
+  // Workers blocked in a collective cannot act on a STOP message; SIGTERM ends them.
+  for (auto& w : workers_) w.Signal(SIGTERM);
+  for (auto& l : linkems_) l.Signal(SIGTERM);
+}
+
+bool RegionJob::FinishStop() {
+  const bool late = std::chrono::steady_clock::now() > stop_deadline_;
+  bool all_gone = true;
+  for (auto* group : {&workers_, &linkems_}) {
+    for (auto& p : *group) {
+      if (p.Poll()) continue;
+      if (late) {
+        p.Stop(std::chrono::milliseconds(200));
+      } else {
+        all_gone = false;
+      }
+    }
+  }
+  return all_gone;
+}
+
+void RegionJob::BeginRound(const v1::RoundCommand& start) {
+  current_ = start;
+  reports_.clear();
+}
+
+std::optional<v1::RoundReport> RegionJob::OnWorkerReport(int rank, const v1::RoundReport& report) {
+  if (!current_ || report.round() != current_->round() || report.epoch() != current_->epoch()) return std::nullopt;
+  reports_[rank] = report;
+  if (reports_.size() < workers_.size()) return std::nullopt;
+  std::vector<v1::RoundReport> ordered;
+  for (auto& [r, rep] : reports_) ordered.push_back(rep);
+  auto region_report = AggregateRegionReport(options_.region, ordered);
+  EndRound();
+  return region_report;
+}
+
+}  // namespace longhaul::region_agent

@@ -1,0 +1,72 @@
+// RegionReplica checkpoints: theta as the model's named tensors ("params.*") and
+// the outer state as one full-length tensor ("outer.state", aligned with the
+// flat parameter vector, see ShardLayout), so a checkpoint restores into any
+// number of workers per region.
+#include <charconv>
+
+#include "longhaul/region_agent/region_replica.h"
+
+namespace longhaul::region_agent {
+namespace {
+constexpr const char* kOuterState = "outer.state";
+constexpr const char* kParamsPrefix = "params.";
+}  // namespace
+
+Status RegionReplica::WriteCheckpoint(const std::filesystem::path& path, std::map<std::string, std::string> metadata) {
+  const bool has_state = !outer_.empty() && outer_[0]->state().size() == layout_.Piece(0).size() &&
+                         layout_.Piece(0).size() > 0;
+  std::vector<float> state;
+  if (has_state) {
+    state.assign(theta_.size(), 0.0f);
+    for (uint32_t f = 0; f < layout_.fragments(); ++f) {
+      LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, f, outer_[f]->state(), state));
+    }
+  }
+  if (group_.rank() != 0) return Status::Ok();
+  std::vector<trainer::NamedTensor> tensors = trainer::ModelTensors(trainer_.model(), theta_, kParamsPrefix);
+  if (has_state) tensors.push_back({kOuterState, {static_cast<int64_t>(state.size())}, state});
+  metadata["outer_optimizer"] = outer_.empty() ? "" : outer_[0]->options().name;
+  metadata["fragments"] = std::to_string(layout_.fragments());
+  std::error_code ec;
+  std::filesystem::create_directories(path.parent_path(), ec);
+  if (ec) return Unavailable("cannot create checkpoint folder " + path.parent_path().string() + ": " + ec.message());
+  return trainer::WriteSafetensors(path, tensors, metadata);
+}
+
+Result<uint32_t> RegionReplica::RestoreCheckpoint(const std::filesystem::path& path) {
+  auto file = trainer::ReadSafetensors(path);
+  if (!file.ok()) return file.status();
+  std::vector<float> theta(theta_.size());
+  LONGHAUL_RETURN_IF_ERROR(trainer::LoadModelTensors(*file, trainer_.model(), theta, kParamsPrefix)
+                               .WithContext("checkpoint " + path.string()));
+  uint32_t round = 0;
+  if (auto it = file->metadata.find("round"); it != file->metadata.end()) {
+    const auto& s = it->second;
+    if (std::from_chars(s.data(), s.data() + s.size(), round).ec != std::errc()) {
+      return DataLoss("checkpoint " + path.string() + ": metadata round '" + s + "' is not a number");
+    }
+  }
+  if (auto it = file->metadata.find("fragments");
+      it != file->metadata.end() && it->second != std::to_string(layout_.fragments())) {
+    return InvalidArgument("checkpoint " + path.string() + " was written with " + it->second +
+                           " fragments; this job uses " + std::to_string(layout_.fragments()));
+  }
+  const trainer::LoadedTensor* state = file->Find(kOuterState);
+  for (uint32_t f = 0; f < layout_.fragments(); ++f) {
+    if (outer_[f]->state().empty()) continue;
+    if (state == nullptr) continue;  // written by an optimizer without state: start at zero
+    if (state->data.size() != theta_.size()) {
+      return DataLoss("checkpoint " + path.string() + ": outer.state has " + std::to_string(state->data.size()) +
+                      " floats, expected " + std::to_string(theta_.size()));
+    }
+    const ShardPiece p = layout_.Piece(f);
+    LONGHAUL_RETURN_IF_ERROR(outer_[f]->LoadState(std::span<const float>(state->data).subspan(p.begin, p.size())));
+  }
+  theta_ = std::move(theta);
+  std::copy(theta_.begin(), theta_.end(), trainer_.model().params().begin());
+  pending_.reset();
+  committed_round_ = round;
+  return round;
+}
+
+}  // namespace longhaul::region_agent

@@ -1,0 +1,380 @@
+// longhaul-agent as a process, driven by a fake orchestrator: registration and
+// heartbeats, bad assignments, worker crash supervision, and two regions
+// training together through DiLoCo rounds with identical parameters.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "fake_orchestrator.h"
+#include "longhaul/region_agent/child_process.h"
+#include "longhaul/region_agent/worker.h"
+
+namespace lr = longhaul::region_agent;
+namespace v1 = longhaul::v1;
+using longhaul::testing::FakeOrchestrator;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::filesystem::path TempDir(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("lh-agent-" + name + "-" + std::to_string(::getpid()));
+  // keep logs on failure: removed only when the test passed
+  if (Catch::getResultCapture().lastAssertionPassed()) std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+lr::ChildProcess StartAgent(const std::string& region, const FakeOrchestrator& orch, int workers,
+                            const std::filesystem::path& dir, const std::filesystem::path& keys = {}) {
+  lr::SpawnOptions s;
+  s.program = std::string(LONGHAUL_BIN_DIR) + "/longhaul-agent";
+  s.log_file = dir / (region + "-agent.log");
+  s.args = {"--region", region, "--orchestrator", orch.endpoint(), "--workers", std::to_string(workers),
+            "--work-dir", (dir / region).string(), "--metrics", "127.0.0.1:0", "--collective-timeout-s", "20"};
+  if (keys.empty()) {
+    s.args.push_back("--insecure");
+  } else {
+    s.args.insert(s.args.end(), {"--key", (keys / (region + ".key")).string(), "--orchestrator-public-key",
+                                 (keys / "orchestrator.pub").string(), "--allowlist", (keys / "allowed").string()});
+  }
+  auto child = lr::ChildProcess::Spawn(s);
+  REQUIRE(child.ok());
+  return std::move(*child);
+}
+
+v1::JobAssignment TinyJob(const std::string& job, const std::string& region, uint32_t index, uint32_t regions,
+                          uint32_t workers) {
+  v1::JobAssignment a;
+  a.set_job_id(job);
+  a.set_region(region);
+  a.set_region_index(index);
+  a.set_start_round(1);
+  auto* spec = a.mutable_spec();
+  spec->set_name(job);
+  spec->set_model_preset("tiny");
+  spec->set_region_count(regions);
+  spec->set_workers_per_region(workers);
+  spec->set_rounds(4);
+  spec->set_seed(5);
+  spec->mutable_data()->mutable_synthetic()->set_seed(11);
+  spec->mutable_inner()->set_batch_size(8);
+  spec->mutable_sync()->set_kind("diloco");
+  spec->mutable_sync()->set_inner_steps(3);
+  spec->mutable_compression()->set_codec(v1::CODEC_INT8_BLOCK);
+  return a;
+}
+
+std::string CheckpointPathFor(const std::filesystem::path& dir, const std::string& job, const std::string& region,
+                              uint32_t round) {
+  return lr::CheckpointPath(dir, job, region, round).string();
+}
+
+v1::ControlMessage Wrap(const v1::JobAssignment& a) {
+  v1::ControlMessage m;
+  *m.mutable_job_assignment() = a;
+  return m;
+}
+
+std::function<bool(const FakeOrchestrator::Incoming&)> Body(v1::ControlMessage::BodyCase body, const std::string& region = "") {
+  return [=](const FakeOrchestrator::Incoming& in) {
+    return in.msg.body_case() == body && (region.empty() || in.region == region);
+  };
+}
+
+// Pids of the agent's children named longhaul-worker.
+std::vector<pid_t> WorkerPids(pid_t agent) {
+  std::vector<pid_t> pids;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')');
+    if (close == std::string::npos || line.find("(longhaul-worker") == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state;
+    pid_t ppid;
+    rest >> state >> ppid;
+    if (ppid == agent) pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
+v1::ControlMessage Start(const std::string& job, uint32_t round, uint64_t epoch, const std::vector<v1::PeerEndpoint>& ring) {
+  v1::ControlMessage m;
+  auto* c = m.mutable_round_command();
+  c->set_job_id(job);
+  c->set_kind(v1::RoundCommand::START);
+  c->set_round(round);
+  c->set_epoch(epoch);
+  for (const auto& p : ring) *c->add_participants() = p;
+  return m;
+}
+
+v1::ControlMessage Verdict(const std::string& job, uint32_t round, uint64_t epoch, bool committed) {
+  v1::ControlMessage m;
+  auto* v = m.mutable_round_verdict();
+  v->set_job_id(job);
+  v->set_round(round);
+  v->set_epoch(epoch);
+  v->set_committed(committed);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("agent: registers, heartbeats, rejects bad assignments and keeps running", "[agent]") {
+  FakeOrchestrator orch;
+  const auto dir = TempDir("bad");
+  auto agent = StartAgent("eu", orch, 2, dir);
+  REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion), 10s));
+  auto hb = orch.WaitFor(Body(v1::ControlMessage::kHeartbeat), 5s);
+  REQUIRE(hb);
+  CHECK(hb->msg.heartbeat().healthy());
+
+  auto bad = TinyJob("j-preset", "eu", 0, 1, 1);
+  bad.mutable_spec()->set_model_preset("gigantic");
+  orch.Send("eu", Wrap(bad));
+  auto rej = orch.WaitFor(Body(v1::ControlMessage::kJobRejected), 5s);
+  REQUIRE(rej);
+  CHECK(rej->msg.job_rejected().job_id() == "j-preset");
+  CHECK(rej->msg.job_rejected().error().message().find("gigantic") != std::string::npos);
+
+  orch.Send("eu", Wrap(TinyJob("j-big", "eu", 0, 1, 3)));
+  rej = orch.WaitFor(Body(v1::ControlMessage::kJobRejected), 5s);
+  REQUIRE(rej);
+  CHECK(rej->msg.job_rejected().error().code() == v1::ERROR_CODE_RESOURCE_EXHAUSTED);
+
+  auto missing = TinyJob("j-file", "eu", 0, 1, 1);
+  missing.mutable_spec()->mutable_data()->mutable_text_file()->set_path("/nonexistent/data.txt");
+  orch.Send("eu", Wrap(missing));
+  rej = orch.WaitFor(Body(v1::ControlMessage::kJobRejected), 5s);
+  REQUIRE(rej);
+  CHECK(rej->msg.job_rejected().error().code() == v1::ERROR_CODE_NOT_FOUND);
+
+  v1::JobAssignment malformed;
+  malformed.set_job_id("j-malformed");
+  malformed.set_region("eu");
+  orch.Send("eu", Wrap(malformed));
+  rej = orch.WaitFor(Body(v1::ControlMessage::kJobRejected), 5s);
+  REQUIRE(rej);
+  CHECK(rej->msg.job_rejected().error().message().find("spec") != std::string::npos);
+
+  orch.Send("eu", Start("no-such-job", 1, 1, {}));
+  auto report = orch.WaitFor(Body(v1::ControlMessage::kRoundReport), 5s);
+  REQUIRE(report);
+  CHECK(!report->msg.round_report().ok());
+
+  REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kHeartbeat), 5s));
+  CHECK(!agent.Poll());
+  agent.Signal(SIGTERM);
+  REQUIRE(agent.WaitExit(longhaul::DeadlineAfter(10s)));
+  CHECK(agent.DescribeExit() == "exited with status 0");
+  // keep logs on failure: removed only when the test passed
+  if (Catch::getResultCapture().lastAssertionPassed()) std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("agent: a killed worker makes the region unhealthy and the agent takes new jobs", "[agent]") {
+  FakeOrchestrator orch;
+  const auto dir = TempDir("crash");
+  auto agent = StartAgent("eu", orch, 1, dir);
+  REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion), 10s));
+  orch.Send("eu", Wrap(TinyJob("j1", "eu", 0, 1, 1)));
+  auto ready = orch.WaitFor(Body(v1::ControlMessage::kJobReady), 30s);
+  REQUIRE(ready);
+  CHECK(ready->msg.job_ready().endpoint().shard_endpoints_size() == 1);
+
+  auto pids = WorkerPids(agent.pid());
+  REQUIRE(pids.size() == 1);
+  ::kill(pids[0], SIGKILL);
+  auto sick = orch.WaitFor([](const FakeOrchestrator::Incoming& in) {
+    return in.msg.has_heartbeat() && !in.msg.heartbeat().healthy();
+  }, 10s);
+  REQUIRE(sick);
+  const std::string detail = sick->msg.heartbeat().detail();
+  CHECK(detail.find("worker 0") != std::string::npos);
+  CHECK(detail.find("SIGKILL") != std::string::npos);
+
+  orch.Send("eu", Start("j1", 1, 1, {ready->msg.job_ready().endpoint()}));
+  auto report = orch.WaitFor(Body(v1::ControlMessage::kRoundReport), 5s);
+  REQUIRE(report);
+  CHECK(!report->msg.round_report().ok());
+  CHECK(report->msg.round_report().error().message().find("SIGKILL") != std::string::npos);
+
+  orch.Send("eu", Wrap(TinyJob("j2", "eu", 0, 1, 1)));
+  REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kJobReady), 30s));
+  auto j2 = WorkerPids(agent.pid());
+  REQUIRE(j2.size() == 1);
+  CHECK(!agent.Poll());
+  agent.Signal(SIGTERM);
+  REQUIRE(agent.WaitExit(longhaul::DeadlineAfter(10s)));
+  CHECK(agent.DescribeExit() == "exited with status 0");
+  CHECK(::kill(j2[0], 0) != 0);  // its worker went with it
+  // keep logs on failure: removed only when the test passed
+  if (Catch::getResultCapture().lastAssertionPassed()) std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("agent: two regions of two workers agree on theta through DiLoCo rounds", "[agent]") {
+  FakeOrchestrator orch;
+  const auto dir = TempDir("rounds");
+  auto a = StartAgent("eu", orch, 2, dir);
+  auto b = StartAgent("us", orch, 2, dir);
+  REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion, "eu"), 10s));
+  if (!orch.knows("us")) REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion, "us"), 10s));
+  orch.Send("eu", Wrap(TinyJob("job", "eu", 0, 3, 2)));
+  orch.Send("us", Wrap(TinyJob("job", "us", 1, 3, 2)));
+  std::map<std::string, v1::PeerEndpoint> endpoints;
+  while (endpoints.size() < 2) {
+    auto ready = orch.WaitFor(Body(v1::ControlMessage::kJobReady), 60s);
+    REQUIRE(ready);
+    endpoints[ready->region] = ready->msg.job_ready().endpoint();
+  }
+  std::vector<v1::PeerEndpoint> ring = {endpoints["eu"], endpoints["us"]};
+  std::vector<std::string> regions = {"eu", "us"};
+  const auto ckpt_dir = dir / "checkpoints";
+
+  auto run_round = [&](uint32_t round, uint64_t epoch, bool checkpoint) {
+    auto start = Start("job", round, epoch, ring);
+    start.mutable_round_command()->set_checkpoint(checkpoint);
+    start.mutable_round_command()->set_checkpoint_dir(ckpt_dir.string());
+    if (regions.size() == 3) {  // "ap" joins: theta and outer state come from "eu"
+      start.mutable_round_command()->add_joining_regions("ap");
+      start.mutable_round_command()->set_bootstrap_region("eu");
+    }
+    for (const auto& r : regions) orch.Send(r, start);
+    std::map<std::string, v1::RoundReport> reports;
+    while (reports.size() < regions.size()) {
+      auto r = orch.WaitFor(Body(v1::ControlMessage::kRoundReport), 60s);
+      REQUIRE(r);
+      if (r->msg.round_report().round() == round && r->msg.round_report().epoch() == epoch) {
+        reports[r->region] = r->msg.round_report();
+      }
+    }
+    INFO(reports["eu"].error().message() << " | " << reports["us"].error().message());
+    REQUIRE(reports["eu"].ok());
+    REQUIRE(reports["us"].ok());
+    CHECK(reports["eu"].param_hash() == reports["us"].param_hash());
+    CHECK(reports["eu"].val_loss() > 0);
+    CHECK(reports["eu"].wan_bytes_sent() > 0);
+    return reports;
+  };
+
+  std::string previous;
+  for (uint32_t round = 1; round <= 2; ++round) {
+    auto reports = run_round(round, 1, round == 2);
+    CHECK(reports["eu"].param_hash() != previous);
+    previous = reports["eu"].param_hash();
+    if (round == 2) {
+      CHECK(std::filesystem::exists(reports["eu"].checkpoint_path()));
+      CHECK(std::filesystem::exists(reports["us"].checkpoint_path()));
+    }
+    orch.Send("eu", Verdict("job", round, 1, true));
+    orch.Send("us", Verdict("job", round, 1, true));
+  }
+  // Round 3 is aborted (not committed) and re-run in epoch 2 from theta(2).
+  run_round(3, 1, false);
+  orch.Send("eu", Verdict("job", 3, 1, false));
+  orch.Send("us", Verdict("job", 3, 1, false));
+  auto rerun = run_round(3, 2, false);
+  CHECK(rerun["eu"].param_hash() != previous);
+  orch.Send("eu", Verdict("job", 3, 2, true));
+  orch.Send("us", Verdict("job", 3, 2, true));
+
+  // A third region joins at round 4 and ends it with the same theta.
+  auto c = StartAgent("ap", orch, 2, dir);
+  REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion, "ap"), 10s));
+  orch.Send("ap", Wrap(TinyJob("job", "ap", 2, 3, 2)));
+  auto ready_ap = orch.WaitFor(Body(v1::ControlMessage::kJobReady, "ap"), 60s);
+  REQUIRE(ready_ap);
+  ring.push_back(ready_ap->msg.job_ready().endpoint());
+  regions.push_back("ap");
+  auto joined = run_round(4, 3, false);
+  CHECK(joined["ap"].param_hash() == joined["eu"].param_hash());
+  CHECK(joined["ap"].param_hash() == joined["us"].param_hash());
+
+  v1::ControlMessage stop;
+  stop.mutable_round_command()->set_job_id("job");
+  stop.mutable_round_command()->set_kind(v1::RoundCommand::STOP);
+  for (const auto& r : regions) orch.Send(r, stop);
+  auto idle = orch.WaitFor([](const FakeOrchestrator::Incoming& in) {
+    return in.msg.has_heartbeat() && in.region == "eu" && in.msg.heartbeat().running_jobs_size() == 0;
+  }, 15s);
+  CHECK(idle);
+
+  // A new job restores the round-2 checkpoint (written with 2 workers) into 1 worker.
+  auto restore = TinyJob("restored", "eu", 0, 1, 1);
+  restore.set_checkpoint_path(CheckpointPathFor(ckpt_dir, "job", "eu", 2));
+  orch.Send("eu", Wrap(restore));
+  auto ready_r = orch.WaitFor(Body(v1::ControlMessage::kJobReady, "eu"), 60s);
+  REQUIRE(ready_r);
+  orch.Send("eu", Start("restored", 3, 1, {ready_r->msg.job_ready().endpoint()}));
+  auto solo = orch.WaitFor(Body(v1::ControlMessage::kRoundReport, "eu"), 60s);
+  REQUIRE(solo);
+  CHECK(solo->msg.round_report().ok());
+
+  for (auto* agent : {&a, &b, &c}) {
+    agent->Signal(SIGTERM);
+    REQUIRE(agent->WaitExit(longhaul::DeadlineAfter(10s)));
+    CHECK(agent->DescribeExit() == "exited with status 0");
+  }
+  // keep logs on failure: removed only when the test passed
+  if (Catch::getResultCapture().lastAssertionPassed()) std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("agent: CURVE on the control plane and the WAN, keys named by region", "[agent]") {
+  namespace wt = longhaul::wan_transport;
+  const auto dir = TempDir("curve");
+  const auto keys = dir / "keys";
+  std::map<std::string, wt::CurveKeyPair> pairs;
+  for (const std::string name : {"orchestrator", "eu", "us"}) {
+    auto kp = wt::GenerateCurveKeyPair();
+    // Z85 keys may contain '#', which the key-file parser (wan_transport) takes
+    // for a comment in some versions; this test is about the agent, so avoid it.
+    for (int i = 0; i < 100 && kp.ok() && (kp->public_key + kp->secret_key).find('#') != std::string::npos; ++i) {
+      kp = wt::GenerateCurveKeyPair();
+    }
+    REQUIRE(kp.ok());
+    REQUIRE(wt::WriteKeyPair(keys, name, *kp).ok());
+    if (name != "orchestrator") REQUIRE(wt::WriteKeyPair(keys / "allowed", name, *kp).ok());
+    pairs[name] = *kp;
+  }
+  for (const auto& e : std::filesystem::directory_iterator(keys / "allowed")) {
+    if (e.path().extension() == ".key") std::filesystem::remove(e.path());
+  }
+  FakeOrchestrator orch(&pairs["orchestrator"], wt::Allowlist::Of({pairs["eu"].public_key, pairs["us"].public_key}));
+  auto a = StartAgent("eu", orch, 1, dir, keys);
+  auto b = StartAgent("us", orch, 1, dir, keys);
+  std::map<std::string, v1::PeerEndpoint> endpoints;
+  REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion, "eu"), 10s));
+  if (!orch.knows("us")) REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion, "us"), 10s));
+  orch.Send("eu", Wrap(TinyJob("job", "eu", 0, 2, 1)));
+  orch.Send("us", Wrap(TinyJob("job", "us", 1, 2, 1)));
+  while (endpoints.size() < 2) {
+    auto ready = orch.WaitFor(Body(v1::ControlMessage::kJobReady), 60s);
+    REQUIRE(ready);
+    endpoints[ready->region] = ready->msg.job_ready().endpoint();
+  }
+  auto start = Start("job", 1, 1, {endpoints["eu"], endpoints["us"]});
+  orch.Send("eu", start);
+  orch.Send("us", start);
+  std::map<std::string, v1::RoundReport> reports;
+  while (reports.size() < 2) {
+    auto r = orch.WaitFor(Body(v1::ControlMessage::kRoundReport), 60s);
+    REQUIRE(r);
+    reports[r->region] = r->msg.round_report();
+  }
+  INFO(reports["eu"].error().message());
+  CHECK(reports["eu"].ok());
+  CHECK(reports["eu"].param_hash() == reports["us"].param_hash());
+  for (auto* agent : {&a, &b}) {
+    agent->Signal(SIGTERM);
+    REQUIRE(agent->WaitExit(longhaul::DeadlineAfter(10s)));
+  }
+  if (Catch::getResultCapture().lastAssertionPassed()) std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,182 @@
+// RegionReplica: the worker side of a round, with simulated regions in one
+// process (sync_policies' InProcessGroup as the WAN, one thread per worker).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+#include "longhaul/common/checksum.h"
+#include "longhaul/region_agent/region_replica.h"
+#include "longhaul/sync_policies/in_process_link.h"
+#include "longhaul/trainer/data.h"
+
+namespace lr = longhaul::region_agent;
+namespace lt = longhaul::trainer;
+namespace ls = longhaul::sync_policies;
+
+namespace {
+
+// One region with one worker: data, trainer and replica.
+struct SimRegion {
+  std::unique_ptr<lt::DataSource> data;
+  std::unique_ptr<lt::IntraRegionGroup> group = lt::MakeSingleRankGroup();
+  std::unique_ptr<lt::InnerTrainer> trainer;
+  std::unique_ptr<lr::RegionReplica> replica;
+
+  SimRegion(uint32_t index, uint32_t count, const std::string& kind, uint32_t h = 3) {
+    lt::DataOptions d;
+    d.seed = 7;
+    d.non_iid = true;
+    auto ds = lt::MakeDataSource(d, index, count, 0, 1);
+    REQUIRE(ds.ok());
+    data = std::move(ds.value());
+    lt::TrainerOptions t;
+    t.model = *lt::ModelPreset("tiny");
+    t.batch_size = 8;
+    t.seed = 42;
+    trainer = std::make_unique<lt::InnerTrainer>(t, *data, *group);
+    lr::ReplicaOptions o;
+    o.region = std::to_string(index);
+    o.region.insert(0, 1, 'r');
+    o.schedule.kind = kind;
+    o.schedule.inner_steps = h;
+    if (kind == "streaming_diloco") o.schedule.fragments = 3, o.schedule.mixing_alpha = 0.5;
+    o.compression.codec = ls::Codec::kInt8Block;
+    o.validation_batches = 1;
+    o.collective_timeout = std::chrono::seconds(10);
+    auto r = lr::RegionReplica::Create(o, *trainer, *group);
+    REQUIRE(r.ok());
+    replica = std::move(*r);
+  }
+};
+
+// Runs one round on every region concurrently over an in-process WAN.
+std::vector<longhaul::Result<lr::RoundResult>> RunRound(std::vector<std::unique_ptr<SimRegion>>& regions, uint32_t round,
+                                                        lr::RoundInputs base = {}) {
+  ls::InProcessGroup wan(static_cast<int>(regions.size()));
+  std::vector<longhaul::Result<lr::RoundResult>> results(regions.size(), longhaul::Internal("not run"));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < regions.size(); ++i) {
+    threads.emplace_back([&, i] {
+      lr::RoundInputs in = base;
+      in.round = round;
+      in.epoch = 1;
+      in.this_region_joining = base.any_joining && static_cast<int>(i) != base.bootstrap_rank;
+      results[i] = regions[i]->replica->Run(in, &wan.link(static_cast<int>(i)));
+    });
+  }
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+}  // namespace
+
+TEST_CASE("DiLoCo round: every region ends with the same theta and the outer step moved it", "[replica]") {
+  std::vector<std::unique_ptr<SimRegion>> regions;
+  for (uint32_t i = 0; i < 3; ++i) regions.push_back(std::make_unique<SimRegion>(i, 3, "diloco"));
+  const std::string theta0 = longhaul::ParameterHash(regions[0]->replica->theta());
+  for (uint32_t round = 1; round <= 2; ++round) {
+    auto results = RunRound(regions, round);
+    for (auto& r : results) REQUIRE(r.ok());
+    CHECK(results[0]->param_hash != theta0);
+    for (size_t i = 1; i < results.size(); ++i) CHECK(results[i]->param_hash == results[0]->param_hash);
+    CHECK(results[0]->param_hash == longhaul::ParameterHash(regions[2]->replica->theta()));
+    CHECK(results[0]->wan_bytes_sent > 0);
+    CHECK(results[0]->val_loss > 0);
+    CHECK(results[0]->tokens == 3 * 8);
+    for (auto& r : regions) r->replica->Commit();
+  }
+  CHECK(regions[0]->replica->committed_round() == 2);
+}
+
+TEST_CASE("An aborted round rolls back to theta(t-1) exactly", "[replica]") {
+  std::vector<std::unique_ptr<SimRegion>> regions;
+  for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, "diloco"));
+  auto first = RunRound(regions, 1);
+  REQUIRE(first[0].ok());
+  for (auto& r : regions) r->replica->Commit();
+  const std::string committed = longhaul::ParameterHash(regions[0]->replica->theta());
+  const std::string local = longhaul::ParameterHash(regions[0]->trainer->model().params());
+
+  auto second = RunRound(regions, 2);
+  REQUIRE(second[0].ok());
+  CHECK(second[0]->param_hash != committed);
+  for (auto& r : regions) r->replica->Rollback();
+  CHECK(longhaul::ParameterHash(regions[0]->replica->theta()) == committed);
+  CHECK(longhaul::ParameterHash(regions[1]->replica->theta()) == committed);
+  CHECK(longhaul::ParameterHash(regions[0]->trainer->model().params()) == local);
+  CHECK(!regions[0]->replica->pending());
+}
+
+TEST_CASE("A region whose peer dies fails the round and keeps theta(t-1)", "[replica]") {
+  std::vector<std::unique_ptr<SimRegion>> regions;
+  for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, "diloco", 2));
+  const std::string theta0 = longhaul::ParameterHash(regions[0]->replica->theta());
+  ls::InProcessGroup wan(2);
+  wan.Kill(1);
+  lr::RoundInputs in;
+  in.round = 1;
+  auto r = regions[0]->replica->Run(in, &wan.link(0));
+  REQUIRE(!r.ok());
+  CHECK(longhaul::ParameterHash(regions[0]->replica->theta()) == theta0);
+  CHECK(!regions[0]->replica->pending());
+}
+
+TEST_CASE("Sync and streaming kinds keep replicas identical too", "[replica]") {
+  for (const std::string kind : {"sync", "streaming_diloco"}) {
+    std::vector<std::unique_ptr<SimRegion>> regions;
+    for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, kind));
+    auto results = RunRound(regions, 1);
+    REQUIRE(results[0].ok());
+    REQUIRE(results[1].ok());
+    CHECK(results[0]->param_hash == results[1]->param_hash);
+  }
+}
+
+TEST_CASE("A joining region receives theta and outer state from the bootstrap region", "[replica]") {
+  std::vector<std::unique_ptr<SimRegion>> regions;
+  for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, "diloco", 2));
+  auto r1 = RunRound(regions, 1);
+  REQUIRE(r1[0].ok());
+  for (auto& r : regions) r->replica->Commit();
+  // Region 1 "restarts" with fresh state (a different seed) and joins round 2.
+  regions[1] = std::make_unique<SimRegion>(1, 2, "diloco", 2);
+  regions[1]->trainer->model().InitParams(999);
+  auto fresh = lr::RegionReplica::Create({.region = "r1", .schedule = {.kind = "diloco", .inner_steps = 2},
+                                          .validation_batches = 1},
+                                         *regions[1]->trainer, *regions[1]->group);
+  REQUIRE(fresh.ok());
+  regions[1]->replica = std::move(*fresh);
+  lr::RoundInputs in;
+  in.any_joining = true;
+  in.bootstrap_rank = 0;
+  auto r2 = RunRound(regions, 2, in);
+  REQUIRE(r2[0].ok());
+  REQUIRE(r2[1].ok());
+  CHECK(r2[0]->param_hash == r2[1]->param_hash);
+}
+
+TEST_CASE("A checkpoint restores theta and the outer state", "[replica]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("lh-replica-ckpt-" + std::to_string(::getpid()));
+  std::vector<std::unique_ptr<SimRegion>> regions;
+  for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, "diloco", 2));
+  REQUIRE(RunRound(regions, 1)[0].ok());
+  for (auto& r : regions) r->replica->Commit();
+  const auto path = dir / "round-1.safetensors";
+  REQUIRE(regions[0]->replica->WriteCheckpoint(path, {{"round", "1"}}).ok());
+
+  // Restored into fresh replicas, the next round matches the uninterrupted one.
+  std::vector<std::unique_ptr<SimRegion>> restored;
+  for (uint32_t i = 0; i < 2; ++i) {
+    restored.push_back(std::make_unique<SimRegion>(i, 2, "diloco", 2));
+    auto round = restored.back()->replica->RestoreCheckpoint(path);
+    REQUIRE(round.ok());
+    CHECK(*round == 1);
+    CHECK(longhaul::ParameterHash(restored.back()->replica->theta()) ==
+          longhaul::ParameterHash(regions[0]->replica->theta()));
+  }
+  auto bad = restored[0]->replica->RestoreCheckpoint(dir / "missing.safetensors");
+  CHECK(!bad.ok());
+  std::filesystem::remove_all(dir);
+}
