@@ -3,12 +3,16 @@
 // training together through DiLoCo rounds with identical parameters.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "fake_orchestrator.h"
 #include "longhaul/region_agent/child_process.h"
@@ -74,6 +78,39 @@ std::string CheckpointPathFor(const std::filesystem::path& dir, const std::strin
   return lr::CheckpointPath(dir, job, region, round).string();
 }
 
+// The agent prints "metrics on http://HOST:PORT/metrics"; its log has it.
+int MetricsPort(const std::filesystem::path& log) {
+  std::ifstream in(log);
+  std::string line;
+  const std::string marker = "metrics on http://127.0.0.1:";
+  while (std::getline(in, line)) {
+    if (line.rfind(marker, 0) == 0) return std::stoi(line.substr(marker.size()));
+  }
+  return 0;
+}
+
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string body;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[4096];
+      for (int i = 0; i < 1000; ++i) {
+        const ssize_t n = ::read(fd, buf, sizeof(buf));
+        if (n <= 0) break;
+        body.append(buf, static_cast<size_t>(n));
+      }
+    }
+  }
+  ::close(fd);
+  return body;
+}
+
 v1::ControlMessage Wrap(const v1::JobAssignment& a) {
   v1::ControlMessage m;
   *m.mutable_job_assignment() = a;
@@ -129,7 +166,7 @@ v1::ControlMessage Verdict(const std::string& job, uint32_t round, uint64_t epoc
 
 }  // namespace
 
-TEST_CASE("agent: registers, heartbeats, rejects bad assignments and keeps running", "[agent]") {
+TEST_CASE("region_agent: agent registers, heartbeats, rejects bad assignments and keeps running", "[agent]") {
   FakeOrchestrator orch;
   const auto dir = TempDir("bad");
   auto agent = StartAgent("eu", orch, 2, dir);
@@ -180,7 +217,7 @@ TEST_CASE("agent: registers, heartbeats, rejects bad assignments and keeps runni
   if (Catch::getResultCapture().lastAssertionPassed()) std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("agent: a killed worker makes the region unhealthy and the agent takes new jobs", "[agent]") {
+TEST_CASE("region_agent: agent a killed worker makes the region unhealthy and the agent takes new jobs", "[agent]") {
   FakeOrchestrator orch;
   const auto dir = TempDir("crash");
   auto agent = StartAgent("eu", orch, 1, dir);
@@ -190,9 +227,21 @@ TEST_CASE("agent: a killed worker makes the region unhealthy and the agent takes
   REQUIRE(ready);
   CHECK(ready->msg.job_ready().endpoint().shard_endpoints_size() == 1);
 
+  // A round whose peer region never answers: the worker waits in the collective.
+  v1::PeerEndpoint ghost;
+  ghost.set_region("ghost");
+  ghost.add_shard_endpoints("tcp://127.0.0.1:9");
+  orch.Send("eu", Start("j1", 1, 1, {ready->msg.job_ready().endpoint(), ghost}));
+  std::this_thread::sleep_for(300ms);
   auto pids = WorkerPids(agent.pid());
   REQUIRE(pids.size() == 1);
   ::kill(pids[0], SIGKILL);
+  // The round in flight fails at once (not at the collective deadline), naming the worker.
+  auto failed = orch.WaitFor(Body(v1::ControlMessage::kRoundReport), 5s);
+  REQUIRE(failed);
+  CHECK(!failed->msg.round_report().ok());
+  CHECK(failed->msg.round_report().round() == 1);
+  CHECK(failed->msg.round_report().error().message().find("worker 0") != std::string::npos);
   auto sick = orch.WaitFor([](const FakeOrchestrator::Incoming& in) {
     return in.msg.has_heartbeat() && !in.msg.heartbeat().healthy();
   }, 10s);
@@ -220,7 +269,7 @@ TEST_CASE("agent: a killed worker makes the region unhealthy and the agent takes
   if (Catch::getResultCapture().lastAssertionPassed()) std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("agent: two regions of two workers agree on theta through DiLoCo rounds", "[agent]") {
+TEST_CASE("region_agent: agent two regions of two workers agree on theta through DiLoCo rounds", "[agent]") {
   FakeOrchestrator orch;
   const auto dir = TempDir("rounds");
   auto a = StartAgent("eu", orch, 2, dir);
@@ -286,6 +335,15 @@ TEST_CASE("agent: two regions of two workers agree on theta through DiLoCo round
   orch.Send("eu", Verdict("job", 3, 2, true));
   orch.Send("us", Verdict("job", 3, 2, true));
 
+  // /metrics tells what the region did.
+  const int port = MetricsPort(dir / "eu-agent.log");
+  REQUIRE(port > 0);
+  const std::string metrics = HttpGet(port, "/metrics");
+  CHECK(metrics.find("longhaul_region_up{region=\"eu\"} 1") != std::string::npos);
+  CHECK(metrics.find("longhaul_region_workers_running{region=\"eu\"} 2") != std::string::npos);
+  CHECK(metrics.find("longhaul_region_rounds_total{job=\"job\",region=\"eu\"} 4") != std::string::npos);
+  CHECK(metrics.find("longhaul_region_wan_sent_bytes_total") != std::string::npos);
+
   // A third region joins at round 4 and ends it with the same theta.
   auto c = StartAgent("ap", orch, 2, dir);
   REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion, "ap"), 10s));
@@ -327,7 +385,7 @@ TEST_CASE("agent: two regions of two workers agree on theta through DiLoCo round
   if (Catch::getResultCapture().lastAssertionPassed()) std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("agent: CURVE on the control plane and the WAN, keys named by region", "[agent]") {
+TEST_CASE("region_agent: agent CURVE on the control plane and the WAN, keys named by region", "[agent]") {
   namespace wt = longhaul::wan_transport;
   const auto dir = TempDir("curve");
   const auto keys = dir / "keys";

@@ -28,7 +28,7 @@ longhaul::v1::JobAssignment Good() {
 }
 }  // namespace
 
-TEST_CASE("A well-formed assignment is admitted with defaults filled in", "[job_config]") {
+TEST_CASE("region_agent: A well-formed assignment is admitted with defaults filled in", "[job_config]") {
   auto job = lr::AdmitJob(Good(), "eu", 4);
   REQUIRE(job.ok());
   CHECK(job->workers == 2);
@@ -37,7 +37,7 @@ TEST_CASE("A well-formed assignment is admitted with defaults filled in", "[job_
   CHECK(job->compression.codec == longhaul::sync_policies::Codec::kFp32);
 }
 
-TEST_CASE("Bad assignments are refused with a message naming the problem", "[job_config]") {
+TEST_CASE("region_agent: Bad assignments are refused with a message naming the problem", "[job_config]") {
   auto a = Good();
   a.mutable_spec()->set_model_preset("gigantic");
   auto r = lr::AdmitJob(a, "eu", 4);
@@ -72,7 +72,7 @@ TEST_CASE("Bad assignments are refused with a message naming the problem", "[job
   CHECK(!lr::AdmitJob(a, "eu", 4).ok());               // unknown outer optimizer
 }
 
-TEST_CASE("Shard pieces partition every fragment", "[shard_layout]") {
+TEST_CASE("region_agent: Shard pieces partition every fragment", "[shard_layout]") {
   for (int workers : {1, 3, 4}) {
     size_t covered = 0;
     for (uint32_t f = 0; f < 3; ++f) {
@@ -89,7 +89,7 @@ TEST_CASE("Shard pieces partition every fragment", "[shard_layout]") {
   }
 }
 
-TEST_CASE("The region report is ok only when all workers agree", "[region_report]") {
+TEST_CASE("region_agent: The region report is ok only when all workers agree", "[region_report]") {
   std::vector<longhaul::v1::RoundReport> reports(2);
   for (auto& r : reports) {
     r.set_ok(true);

@@ -72,7 +72,7 @@ std::vector<longhaul::Result<lr::RoundResult>> RunRound(std::vector<std::unique_
 
 }  // namespace
 
-TEST_CASE("DiLoCo round: every region ends with the same theta and the outer step moved it", "[replica]") {
+TEST_CASE("region_agent: DiLoCo round: every region ends with the same theta and the outer step moved it", "[replica]") {
   std::vector<std::unique_ptr<SimRegion>> regions;
   for (uint32_t i = 0; i < 3; ++i) regions.push_back(std::make_unique<SimRegion>(i, 3, "diloco"));
   const std::string theta0 = longhaul::ParameterHash(regions[0]->replica->theta());
@@ -90,7 +90,7 @@ TEST_CASE("DiLoCo round: every region ends with the same theta and the outer ste
   CHECK(regions[0]->replica->committed_round() == 2);
 }
 
-TEST_CASE("An aborted round rolls back to theta(t-1) exactly", "[replica]") {
+TEST_CASE("region_agent: An aborted round rolls back to theta(t-1) exactly", "[replica]") {
   std::vector<std::unique_ptr<SimRegion>> regions;
   for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, "diloco"));
   auto first = RunRound(regions, 1);
@@ -109,7 +109,7 @@ TEST_CASE("An aborted round rolls back to theta(t-1) exactly", "[replica]") {
   CHECK(!regions[0]->replica->pending());
 }
 
-TEST_CASE("A region whose peer dies fails the round and keeps theta(t-1)", "[replica]") {
+TEST_CASE("region_agent: A region whose peer dies fails the round and keeps theta(t-1)", "[replica]") {
   std::vector<std::unique_ptr<SimRegion>> regions;
   for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, "diloco", 2));
   const std::string theta0 = longhaul::ParameterHash(regions[0]->replica->theta());
@@ -123,7 +123,7 @@ TEST_CASE("A region whose peer dies fails the round and keeps theta(t-1)", "[rep
   CHECK(!regions[0]->replica->pending());
 }
 
-TEST_CASE("Sync and streaming kinds keep replicas identical too", "[replica]") {
+TEST_CASE("region_agent: Sync and streaming kinds keep replicas identical too", "[replica]") {
   for (const std::string kind : {"sync", "streaming_diloco"}) {
     std::vector<std::unique_ptr<SimRegion>> regions;
     for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, kind));
@@ -134,7 +134,7 @@ TEST_CASE("Sync and streaming kinds keep replicas identical too", "[replica]") {
   }
 }
 
-TEST_CASE("A joining region receives theta and outer state from the bootstrap region", "[replica]") {
+TEST_CASE("region_agent: A joining region receives theta and outer state from the bootstrap region", "[replica]") {
   std::vector<std::unique_ptr<SimRegion>> regions;
   for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, "diloco", 2));
   auto r1 = RunRound(regions, 1);
@@ -157,7 +157,7 @@ TEST_CASE("A joining region receives theta and outer state from the bootstrap re
   CHECK(r2[0]->param_hash == r2[1]->param_hash);
 }
 
-TEST_CASE("A checkpoint restores theta and the outer state", "[replica]") {
+TEST_CASE("region_agent: A checkpoint restores theta and the outer state", "[replica]") {
   const auto dir = std::filesystem::temp_directory_path() / ("lh-replica-ckpt-" + std::to_string(::getpid()));
   std::vector<std::unique_ptr<SimRegion>> regions;
   for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, "diloco", 2));
