@@ -22,7 +22,7 @@ bool SaysRegionUnknown(const v1::Error& e) {
 }  // namespace
 
 OrchestratorSession::OrchestratorSession(zmq::context_t& ctx, SessionOptions options, HealthBoard& health)
-    : ctx_(ctx), options_(std::move(options)), health_(health) {}
+    : ctx_(ctx), options_(std::move(options)), health_(health), heartbeat_interval_(options_.timeouts.heartbeat_interval) {}
 
 OrchestratorSession::~OrchestratorSession() { Stop(); }
 
