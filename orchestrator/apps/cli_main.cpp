@@ -1,8 +1,79 @@
-// longhaul: command-line client
+// longhaul: command-line client. Flag parsing only; the commands live in the
+// orchestrator library (cli.h, demo.h).
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
+
+#include "longhaul/orchestrator/cli.h"
+#include "longhaul/orchestrator/demo.h"
+
+namespace {
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+}  // namespace
+
 int main(int argc, char** argv) {
-  CLI::App app{"longhaul - command-line client"};
+  using namespace longhaul::orchestrator;
+  CLI::App app{"longhaul - command-line client of the longhaul orchestrator"};
+  app.require_subcommand(1);
+  CliContext ctx;
+  ctx.orchestrator = Env("LONGHAUL_ORCHESTRATOR");
+  ctx.key_file = Env("LONGHAUL_KEY");
+  ctx.server_key_file = Env("LONGHAUL_SERVER_KEY");
+  std::string output = "text";
+  double timeout_s = 5;
+  app.add_option("--orchestrator", ctx.orchestrator, "control endpoint, tcp://HOST:PORT (env LONGHAUL_ORCHESTRATOR)");
+  app.add_option("--key", ctx.key_file, "your key pair, FILE.key (env LONGHAUL_KEY)");
+  app.add_option("--server-key", ctx.server_key_file, "the orchestrator's public key, FILE.pub (env LONGHAUL_SERVER_KEY)");
+  app.add_option("--output", output, "text or json")->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--timeout-s", timeout_s, "give up on an unreachable orchestrator after this long")
+      ->check(CLI::Range(0.1, 600.0));
+  app.add_flag("--insecure", ctx.insecure, "connect without CURVE (only to an --insecure orchestrator)");
+
+  std::string job_file, job_id, keys_dir = ".", keys_name;
+  bool watch = false;
+  double interval_s = 1;
+  auto* submit = app.add_subcommand("submit", "submit a job spec (YAML)");
+  submit->add_option("JOB.yaml", job_file, "job spec file")->required();
+  submit->add_flag("--watch", watch, "follow the job until it ends");
+  auto* status = app.add_subcommand("status", "show a job (or all jobs) with per-region progress");
+  status->add_option("JOB", job_id, "job id");
+  status->add_flag("--watch", watch, "refresh until the job ends");
+  status->add_option("--interval-s", interval_s, "refresh interval for --watch")->check(CLI::Range(0.1, 3600.0));
+  app.add_subcommand("jobs", "list jobs");
+  auto* cancel = app.add_subcommand("cancel", "cancel a job");
+  cancel->add_option("JOB", job_id, "job id")->required();
+  app.add_subcommand("regions", "list regions and their health");
+  auto* keys = app.add_subcommand("keys", "CURVE key management");
+  keys->require_subcommand(1);
+  auto* gen = keys->add_subcommand("gen", "generate a key pair: DIR/NAME.key (secret) and DIR/NAME.pub");
+  gen->add_option("--dir", keys_dir, "directory to write to");
+  gen->add_option("--name", keys_name, "key name")->required();
+  DemoOptions demo_options;
+  auto* demo = app.add_subcommand("demo", "run a local 3-region demo: DiLoCo+int8 vs fully synchronous");
+  demo->add_option("--rounds", demo_options.rounds, "outer rounds per job")->check(CLI::Range(1, 10000));
+  demo->add_option("--inner-steps", demo_options.inner_steps, "H, inner steps per round")->check(CLI::Range(1, 100000));
+  demo->add_option("--workers", demo_options.workers_per_region, "workers per region")->check(CLI::Range(1, 64));
+  demo->add_option("--bin-dir", demo_options.bin_dir, "where longhaul-* binaries are (default: next to this one)");
+  demo->add_flag("--keep", demo_options.keep_work_dir, "keep the demo's temporary directory");
+  demo->add_flag("--no-sync-baseline", demo_options.skip_sync_baseline, "run only the DiLoCo job");
+
   CLI11_PARSE(app, argc, argv);
-  return 0;
+  ctx.json = output == "json";
+  ctx.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
+
+  if (*submit) return CliSubmit(ctx, job_file, watch);
+  if (*status) return CliStatus(ctx, job_id, watch, std::chrono::milliseconds(static_cast<long long>(interval_s * 1000)));
+  if (app.got_subcommand("jobs")) return CliJobs(ctx);
+  if (*cancel) return CliCancel(ctx, job_id);
+  if (app.got_subcommand("regions")) return CliRegions(ctx);
+  if (*gen) return CliKeysGen(ctx, keys_dir, keys_name);
+  if (*demo) {
+    if (demo_options.bin_dir.empty()) demo_options.bin_dir = DefaultBinDir(argv[0]);
+    demo_options.json = ctx.json;
+    return RunDemo(demo_options);
+  }
+  return kExitUsage;
 }

@@ -1,8 +1,103 @@
-// longhaul-orchestrator: control plane
+// longhaul-orchestrator: control plane. Parses flags and runs the library's
+// ControlServer + Orchestrator until SIGINT/SIGTERM.
 #include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <csignal>
+#include <iostream>
+
+#include "longhaul/monitoring/metrics_server.h"
+#include "longhaul/orchestrator/control_server.h"
+#include "longhaul/orchestrator/endpoint_file.h"
+#include "longhaul/orchestrator/metrics.h"
+#include "longhaul/orchestrator/orchestrator.h"
+#include "longhaul/orchestrator/state_store.h"
+
+namespace {
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop.store(true); }
+
+int Fail(const longhaul::Status& s) {
+  std::cerr << "longhaul-orchestrator: " << s.ToString() << "\n";
+  return 1;
+}
+}  // namespace
 
 int main(int argc, char** argv) {
+  using namespace longhaul;
   CLI::App app{"longhaul-orchestrator - control plane"};
+  std::string bind = "tcp://127.0.0.1:0", state_file = "longhaul-state.sqlite", key_file, allowlist_path;
+  std::string metrics_addr = "127.0.0.1:0", endpoint_file, checkpoint_dir;
+  int heartbeat_ms = 500, heartbeat_misses = 6, round_timeout_s = 600, max_attempts = 5;
+  bool insecure = false;
+  std::string log_level = "info";
+  app.add_option("--bind", bind, "control endpoint to bind (port 0 picks a free port)");
+  app.add_option("--state", state_file, "SQLite state file (WAL); created if missing");
+  app.add_option("--key", key_file, "orchestrator key pair (.key) for CURVE");
+  app.add_option("--allowlist", allowlist_path, "allowed client public keys: a file or a directory of .pub files");
+  app.add_option("--metrics", metrics_addr, "host:port of /metrics (port 0 picks a free port)");
+  app.add_option("--endpoint-file", endpoint_file, "write the bound control endpoint and metrics URL here");
+  app.add_option("--checkpoint-dir", checkpoint_dir, "where regions write checkpoints (<dir>/<job>)");
+  app.add_option("--heartbeat-ms", heartbeat_ms, "heartbeat interval agents are told to use")->check(CLI::Range(10, 60000));
+  app.add_option("--heartbeat-misses", heartbeat_misses, "missed heartbeats before a region is down")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--round-timeout-s", round_timeout_s, "deadline of one round attempt")->check(CLI::Range(1, 86400));
+  app.add_option("--max-round-attempts", max_attempts, "failed attempts of a round before the job fails")
+      ->check(CLI::Range(1, 1000));
+  app.add_flag("--insecure", insecure, "turn CURVE encryption and the allowlist off (testing only)");
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
   CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(log_level));
+
+  orchestrator::ControlServerOptions server_options;
+  server_options.bind = bind;
+  server_options.insecure = insecure;
+  if (!insecure) {
+    if (key_file.empty() || allowlist_path.empty())
+      return Fail(InvalidArgument("--key and --allowlist are required unless --insecure is given"));
+    auto keys = wan_transport::LoadKeyPair(key_file);
+    if (!keys.ok()) return Fail(keys.status());
+    auto allow = wan_transport::Allowlist::Load(allowlist_path);
+    if (!allow.ok()) return Fail(allow.status());
+    server_options.server_keys = *keys;
+    server_options.allowlist = *allow;
+  }
+  orchestrator::OrchestratorOptions options;
+  options.timeouts.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
+  options.timeouts.heartbeat_misses = heartbeat_misses;
+  options.timeouts.round = std::chrono::seconds(round_timeout_s);
+  options.timeouts.collective = std::min(options.timeouts.collective, options.timeouts.round / 2);
+  options.timeouts.link_io = std::min(options.timeouts.link_io, options.timeouts.collective / 2);
+  options.checkpoint_dir = checkpoint_dir;
+  options.max_round_attempts = max_attempts;
+  if (Status v = options.timeouts.Validate(); !v.ok()) return Fail(v);
+
+  auto store = orchestrator::StateStore::Open(state_file);
+  if (!store.ok()) return Fail(store.status());
+  auto metrics_server = monitoring::MetricsServer::Start(metrics_addr);
+  if (!metrics_server.ok()) return Fail(metrics_server.status());
+  orchestrator::OrchestratorMetrics metrics((*metrics_server)->registry());
+  auto server = orchestrator::ControlServer::Start(server_options);
+  if (!server.ok()) return Fail(server.status());
+  orchestrator::ControlServer* srv = server->get();
+  auto orch = orchestrator::Orchestrator::Create(store->get(), SystemClock::Instance(), options, &metrics,
+                                                 [srv](const std::string& id, const v1::ControlMessage& m) {
+                                                   srv->Send(id, m);
+                                                 });
+  if (!orch.ok()) return Fail(orch.status());
+
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  spdlog::info("listening on {} ({}), metrics {}, state {}", srv->endpoint(), insecure ? "INSECURE" : "CURVE",
+               (*metrics_server)->url(), state_file);
+  if (!endpoint_file.empty()) {
+    Status w = orchestrator::WriteEndpointFile(
+        endpoint_file, {srv->endpoint(), (*metrics_server)->url(), insecure ? "" : server_options.server_keys.public_key});
+    if (!w.ok()) return Fail(w);
+  }
+  Status run = srv->Run(**orch, g_stop, &metrics);
+  if (!run.ok()) return Fail(run);
+  spdlog::info("stopped");
   return 0;
 }

@@ -56,12 +56,16 @@ RoundDecision DecideRound(const RoundAttempt& a, Clock::TimePoint now, const std
     d.reason = Prefix(a) + Join(d.excluded) + (d.excluded.size() == 1 ? " is" : " are") + " down";
     return d;
   }
-  // 2. A failed report aborts; its region stays (the failure is usually a peer
-  //    that vanished mid-collective, which rule 1 or the deadline handles).
+  // 2. A failed report aborts. Its region stays for the retry (the failure is
+  //    usually a peer that vanished mid-collective, which rule 1 or the deadline
+  //    handles) unless it says it does not run the job at all (agent restarted):
+  //    then it is dropped and assigned the job again.
   for (const auto& [region, r] : a.reports) {
     if (!r.ok()) {
       d.outcome = RoundOutcome::kAbort;
       d.kind = "report_failed";
+      if (r.error().code() == v1::ERROR_CODE_NOT_FOUND || r.error().code() == v1::ERROR_CODE_FAILED_PRECONDITION)
+        d.excluded.push_back(region);
       d.reason = Prefix(a) + region + " failed: " + (r.error().message().empty() ? "no reason given" : r.error().message());
       return d;
     }

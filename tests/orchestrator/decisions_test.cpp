@@ -120,6 +120,10 @@ TEST_CASE("a down participant or a passed deadline aborts the round and names wh
   d = DecideRound(a, clock.Now(), {});
   CHECK(d.kind == "report_failed");
   CHECK_THAT(d.reason, Catch::Contains("peer c timed out"));
+  CHECK(d.excluded.empty());  // b stays: its peer failed, not b
+  a.reports["b"].mutable_error()->set_code(v1::ERROR_CODE_NOT_FOUND);  // b lost the job
+  d = DecideRound(a, clock.Now(), {});
+  CHECK(d.excluded == std::vector<std::string>{"b"});
 }
 
 TEST_CASE("reports from another epoch, round, job or region are refused", "[round]") {

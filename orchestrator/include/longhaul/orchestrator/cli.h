@@ -1,0 +1,60 @@
+// The `longhaul` CLI's commands, as library functions so tests call them and
+// cli_main.cpp stays a thin flag parser (CLI11 lives only there).
+//
+// Exit codes (kExit*): 0 ok; 1 operation failed (job failed, unknown job);
+// 2 usage or bad input (bad job file, missing key file); 3 orchestrator
+// unreachable or refusing our key (within `timeout`). Every printing command
+// has --output json: one JSON document per result on stdout.
+#pragma once
+
+#include <chrono>
+#include <iosfwd>
+#include <string>
+
+#include "longhaul/common/status.h"
+#include "longhaul/v1/control.pb.h"
+#include "longhaul/wan_transport/curve.h"
+
+namespace longhaul::orchestrator {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitUnreachable = 3;
+
+struct CliContext {
+  std::string orchestrator;     // tcp://host:port
+  std::string key_file;         // our .key
+  std::string server_key_file;  // orchestrator's .pub
+  bool insecure = false;
+  bool json = false;
+  std::chrono::milliseconds timeout{5000};
+  std::ostream* out = nullptr;
+  std::ostream* err = nullptr;
+};
+
+// Maps a Status to the exit code above and prints "longhaul: <message>" to err.
+int ReportError(const CliContext& ctx, const Status& status);
+int ExitCodeFor(const Status& status);
+
+int CliSubmit(const CliContext& ctx, const std::string& job_file, bool watch);
+int CliStatus(const CliContext& ctx, const std::string& job_id, bool watch, std::chrono::milliseconds interval);
+int CliJobs(const CliContext& ctx);
+int CliCancel(const CliContext& ctx, const std::string& job_id);
+int CliRegions(const CliContext& ctx);
+int CliKeysGen(const CliContext& ctx, const std::string& dir, const std::string& name);
+
+// A CURVE key pair whose Z85 text contains no '#': key files and allowlists
+// treat '#' as the start of a comment, and Z85 uses '#', so such keys would not
+// survive a round trip through a file. Bounded retries.
+Result<wan_transport::CurveKeyPair> GenerateFileSafeKeyPair();
+
+// Rendering (cli_render.cpp).
+std::string RenderJobStatus(const v1::JobStatus& status, bool color);
+std::string RenderJobTable(const v1::JobList& jobs);
+std::string RenderRegionTable(const v1::ListRegionsReply& regions);
+std::string ToJson(const google::protobuf::Message& msg);
+std::string HumanBytes(double bytes);
+std::string HumanSeconds(double seconds);
+
+}  // namespace longhaul::orchestrator

@@ -1,0 +1,96 @@
+// Test harness for the orchestrator's integration tests: temp dirs, keys, a
+// child process wrapper, a fake region agent (a thread speaking the control
+// protocol), and a tiny HTTP GET for /metrics. Every wait is bounded.
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "longhaul/orchestrator/control_client.h"
+#include "longhaul/orchestrator/endpoint_file.h"
+#include "longhaul/wan_transport/curve.h"
+
+namespace longhaul::testing {
+
+namespace fs = std::filesystem;
+
+fs::path MakeTempDir(const std::string& tag);
+
+// keys/<name>.key|.pub for each name; keys/allow/ holds the pubs of `allowed`.
+void MakeKeys(const fs::path& dir, const std::vector<std::string>& names, const std::vector<std::string>& allowed);
+
+class Process {
+ public:
+  Process() = default;
+  ~Process() { KillGroup(SIGKILL); }
+  void Start(const std::vector<std::string>& argv, const fs::path& log);
+  void Kill(int sig);
+  void KillGroup(int sig);
+  // Waits (bounded) for exit; returns the exit code or -signal, or -1000 on timeout.
+  int Wait(std::chrono::milliseconds timeout);
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// Runs a command, captures stdout+stderr, returns the exit code.
+int RunCommand(const std::string& command, std::string* output);
+
+std::string HttpGet(const std::string& url);  // "" on failure
+
+struct FakeAgentOptions {
+  std::string region;
+  std::string endpoint;
+  fs::path key_file;
+  std::string server_public_key;
+  std::chrono::milliseconds round_time{50};
+  std::chrono::milliseconds heartbeat{100};
+};
+
+// A region agent in a thread: registers, heartbeats, answers assignments with
+// JobReady, rounds with a RoundReport whose hash is a pure function of the
+// round's inputs (so every honest replica agrees), re-registers when the
+// orchestrator forgets it. `Silence()` makes it stop answering (a dead region).
+class FakeAgent {
+ public:
+  explicit FakeAgent(FakeAgentOptions o);
+  ~FakeAgent();
+  void Silence() { silent_ = true; }
+  void SetBadHash(bool bad) { bad_hash_ = bad; }
+  bool registered() const { return registered_; }
+  // Rounds this agent saw committed, in order (a round twice = applied twice).
+  std::vector<uint32_t> committed() const;
+  std::set<std::string> stopped_jobs() const;
+  Status last_error() const;
+
+ private:
+  void Loop();
+  void Handle(const v1::ControlMessage& m);
+
+  FakeAgentOptions o_;
+  std::unique_ptr<orchestrator::ControlClient> client_;
+  std::atomic<bool> stop_{false}, silent_{false}, bad_hash_{false}, registered_{false};
+  mutable std::mutex mu_;
+  std::vector<uint32_t> committed_;
+  std::set<std::string> running_, stopped_;
+  Status last_error_;
+  struct Pending {
+    v1::RoundCommand cmd;
+    std::chrono::steady_clock::time_point due;
+  };
+  std::vector<Pending> pending_;
+  std::thread thread_;
+};
+
+}  // namespace longhaul::testing
