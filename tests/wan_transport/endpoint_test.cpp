@@ -1,0 +1,120 @@
+// WanEndpoint and its CollectiveLink, in-process over loopback with CURVE on.
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <thread>
+
+#include "longhaul/proto/frame.h"
+#include "wan_transport/wan_test_util.h"
+
+using namespace longhaul;
+using namespace longhaul::wan_transport;
+using namespace longhaul::wan_transport::testing;
+using namespace std::chrono_literals;
+
+TEST_CASE("a ring of three moves messages in order per (peer, tag)") {
+  WanOptions o;
+  o.chunk_bytes = 4096;
+  o.connections_per_peer = 3;
+  Cluster c(3, o);
+  std::vector<std::unique_ptr<sync_policies::CollectiveLink>> links;
+  for (int r = 0; r < 3; ++r) {
+    auto l = c.eps[r]->Join(c.Spec(r));
+    REQUIRE(l.ok());
+    links.push_back(std::move(*l));
+  }
+  auto deadline = DeadlineAfter(5s);
+  // Everyone sends before receiving (Send is buffered): sizes cover 0, 1, chunk edges.
+  const std::vector<size_t> sizes = {0, 1, 4095, 4096, 4097, 50'000};
+  for (int r = 0; r < 3; ++r) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      REQUIRE(links[r]->Send((r + 1) % 3, 7, Bytes(sizes[i], r * 10 + static_cast<int>(i)), deadline).ok());
+    }
+  }
+  for (int r = 0; r < 3; ++r) {
+    int from = (r + 2) % 3;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      auto got = links[r]->Recv(from, 7, deadline);
+      REQUIRE(got.ok());
+      CHECK(*got == Bytes(sizes[i], from * 10 + static_cast<int>(i)));
+    }
+  }
+  CHECK(links[0]->bytes_sent() == 4095 + 4096 + 4097 + 50'000 + 1);
+}
+
+TEST_CASE("recv from a silent peer fails by the deadline naming the peer") {
+  Cluster c(2);
+  auto l = c.eps[0]->Join(c.Spec(0));
+  REQUIRE(l.ok());
+  auto began = std::chrono::steady_clock::now();
+  auto got = (*l)->Recv(1, 0, DeadlineAfter(300ms));
+  CHECK(got.status().code() == StatusCode::kDeadlineExceeded);
+  CHECK(got.status().message().find("rank 1") != std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - began < 3s);
+  CHECK_FALSE((*l)->Recv(0, 0, DeadlineAfter(10ms)).ok());  // self is not a peer
+}
+
+TEST_CASE("frames of another job or a stale epoch are dropped, not delivered") {
+  Cluster c(2);
+  auto newer = c.eps[1]->Join(c.Spec(1, 2, 5));
+  REQUIRE(newer.ok());
+  {
+    auto stale_sender = c.eps[0]->Join(c.Spec(0, 1, 4));
+    REQUIRE(stale_sender.ok());
+    REQUIRE((*stale_sender)->Send(1, 0, Bytes(10, 1), DeadlineAfter(1s)).ok());
+    auto deadline = std::chrono::steady_clock::now() + 3s;
+    while (c.eps[1]->dropped_frames() == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  }
+  CHECK(c.eps[1]->dropped_frames() >= 1);
+  CHECK_FALSE((*newer)->Recv(0, 0, DeadlineAfter(200ms)).ok());
+  CHECK(c.eps[1]->Join(c.Spec(1, 1, 4)).status().code() == StatusCode::kFailedPrecondition);
+}
+
+TEST_CASE("a peer whose key is not allowlisted gets nothing through") {
+  Cluster c(1);
+  WanOptions o;
+  o.job_id = "job";
+  o.keys = Keys();
+  o.allowlist = Allowlist::Of({o.keys.public_key, c.keys[0].public_key});
+  auto intruder = WanEndpoint::Bind("127.0.0.1:0", o);
+  REQUIRE(intruder.ok());
+  GroupSpec s{"job", 1, 1, 1, {c.Peer(0), {(*intruder)->endpoint(), o.keys.public_key}}};
+  auto sender = (*intruder)->Join(s);
+  REQUIRE(sender.ok());
+  REQUIRE((*sender)->Send(0, 0, Bytes(100, 3), DeadlineAfter(1s)).ok());
+  GroupSpec rs = c.Spec(0);
+  rs.peers.push_back({(*intruder)->endpoint(), o.keys.public_key});
+  auto r2 = c.eps[0]->Join(rs);
+  REQUIRE(r2.ok());
+  CHECK((*r2)->Recv(1, 0, DeadlineAfter(700ms)).status().code() == StatusCode::kDeadlineExceeded);
+  CHECK(c.eps[0]->rejected_connections() >= 1);
+}
+
+TEST_CASE("the probe measures RTT and bandwidth and metrics are exported") {
+  prometheus::Registry registry;
+  WanOptions o;
+  o.metrics = &registry;
+  Cluster c(2, o);
+  auto p = c.eps[0]->Probe(c.Peer(1), 1 << 20, DeadlineAfter(5s));
+  REQUIRE(p.ok());
+  CHECK(p->rtt_seconds > 0);
+  CHECK(p->rtt_seconds < 1.0);
+  CHECK(p->bandwidth_bytes_per_second > 1e6);
+  auto m = c.eps[0]->measurements();
+  REQUIRE(m.peers.count(c.eps[1]->endpoint()) == 1);
+  auto l0 = c.eps[0]->Join(c.Spec(0));
+  auto l1 = c.eps[1]->Join(c.Spec(1));
+  REQUIRE(l0.ok());
+  REQUIRE(l1.ok());
+  REQUIRE((*l0)->Send(1, 0, Bytes(300'000, 1), DeadlineAfter(5s)).ok());
+  REQUIRE((*l1)->Recv(0, 0, DeadlineAfter(5s)).ok());
+  std::string text;
+  for (int i = 0; i < 100 && text.find("longhaul_wan_transfer_duration_seconds_count 1") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(20ms);
+    text = prometheus::TextSerializer().Serialize(registry.Collect());
+  }
+  CHECK(text.find("longhaul_wan_bytes_sent_total") != std::string::npos);
+  CHECK(text.find("longhaul_wan_rtt_seconds") != std::string::npos);
+  CHECK(text.find("longhaul_wan_link_bandwidth_bytes_per_second") != std::string::npos);
+  CHECK(text.find("longhaul_wan_transfer_duration_seconds_count 1") != std::string::npos);
+}

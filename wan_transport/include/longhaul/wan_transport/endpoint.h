@@ -1,0 +1,104 @@
+// WanEndpoint: one worker's WAN data-plane listener, and the per-round groups
+// (CollectiveLinks) built on it.
+//
+// Bind() starts one ROUTER listener (CURVE server + ZAP allowlist unless
+// encryption is explicitly off) and one I/O thread that owns every socket. Join()
+// builds a CollectiveLink for one round: peers in ring order, each reached over
+// K parallel DEALER connections (CURVE clients) to its listener.
+//
+// Wire use of TensorChunkHeader (two ZMQ frames: proto::EncodeData(header), payload):
+//   job_id/round/epoch  the group; other jobs and stale epochs are dropped and logged
+//   shard               sender rank      step  tag      fragment  per-(sender, tag) sequence
+//   transfer_id         sender-unique id (rank << 40 | counter)
+// The receiver answers every completed transfer with ChunkControl{acked_bytes}, a
+// bad checksum with ChunkControl{resend_chunks} (at most kMaxResends per chunk,
+// then the transfer fails with kDataLoss), and a malformed frame with nothing.
+// Unacked bytes count as in flight: Send blocks (up to its deadline) while more
+// than max_inflight_bytes are unacknowledged. Pacing is a token bucket per endpoint.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "longhaul/common/status.h"
+#include "longhaul/common/timeouts.h"
+#include "longhaul/sync_policies/link.h"
+#include "longhaul/wan_transport/curve.h"
+#include "longhaul/wan_transport/link_matrix.h"
+
+namespace prometheus {
+class Registry;
+}
+
+namespace longhaul::wan_transport {
+
+inline constexpr int kMaxResends = 3;
+
+struct WanOptions {
+  std::string job_id;                 // frames of other jobs are dropped
+  CurveKeyPair keys;                  // required when encryption is on
+  Allowlist allowlist;                // client keys admitted by our listener
+  bool encryption = true;             // off only by this explicit flag
+  int connections_per_peer = 0;       // 0 = from the measured bandwidth-delay product (default 4)
+  size_t chunk_bytes = size_t{1} << 20;
+  size_t max_inflight_bytes = size_t{64} << 20;
+  size_t max_message_bytes = size_t{4} << 30;  // larger announced transfers are rejected
+  double pacing_bytes_per_second = 0;          // 0 = unpaced
+  Timeouts timeouts;                  // link_io: a transfer with no progress for this long fails
+  prometheus::Registry* metrics = nullptr;
+};
+
+struct PeerSpec {
+  std::string endpoint;    // "tcp://host:port" from the peer's WanEndpoint::endpoint()
+  std::string public_key;  // the peer listener's CURVE public key (Z85)
+};
+
+struct GroupSpec {
+  std::string job_id;
+  uint32_t round = 0;
+  uint64_t epoch = 0;
+  int rank = 0;
+  std::vector<PeerSpec> peers;  // ring order, including this rank (its entry is unused)
+};
+
+// What one probe measured.
+struct ProbeResult {
+  double rtt_seconds = 0;
+  double bandwidth_bytes_per_second = 0;
+};
+
+class WanEndpoint {
+ public:
+  // bind_address "host:port" (port 0 = any free port).
+  static Result<std::unique_ptr<WanEndpoint>> Bind(const std::string& bind_address, WanOptions options);
+  ~WanEndpoint();
+
+  std::string endpoint() const;        // "tcp://127.0.0.1:PORT"
+  const std::string& public_key() const;
+
+  // A link for one round. The endpoint must outlive the link.
+  Result<std::unique_ptr<sync_policies::CollectiveLink>> Join(const GroupSpec& spec);
+
+  // Active probe: RTT from small round trips, bandwidth from timing probe_bytes.
+  Result<ProbeResult> Probe(const PeerSpec& peer, size_t probe_bytes, Deadline deadline);
+
+  // Per-peer bandwidth/RTT (probes and passive estimates from acked transfers).
+  LinkMatrix measurements() const;
+  uint64_t rejected_connections() const;
+  uint64_t dropped_frames() const;  // malformed, stale, foreign
+
+  class Impl;
+
+ private:
+  explicit WanEndpoint(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Connections per peer from a bandwidth-delay product: enough TCP windows of
+// window_bytes to cover bandwidth*rtt, clamped to [1, 16].
+int ConnectionsForBdp(double bandwidth_bytes_per_second, double rtt_seconds, size_t window_bytes = size_t{4} << 20);
+
+}  // namespace longhaul::wan_transport

@@ -1,0 +1,124 @@
+// Private state of WanEndpoint, shared by the I/O loop (endpoint_io.cpp), the
+// receive side (endpoint_rx.cpp) and the group links (wan_group.cpp).
+//
+// Threading: only the I/O thread touches zmq sockets (except wake_tx_, which
+// callers use under wake_mu_). Everything else is guarded by mu_; callers wait on cv_.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <tuple>
+
+#include <zmq.hpp>
+
+#include "longhaul/wan_transport/chunking.h"
+#include "longhaul/wan_transport/endpoint.h"
+#include "wan_metrics.h"
+
+namespace longhaul::wan_transport {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+inline constexpr const char* kProbeJob = "__longhaul_probe__";
+
+// One outgoing transfer, kept until the receiver acknowledges it.
+struct OutTransfer {
+  std::string peer_endpoint;
+  std::string peer_key;
+  std::shared_ptr<const std::vector<std::byte>> data;  // shared with zero-copy zmq messages
+  v1::TensorChunkHeader base;                          // group/tag/sequence fields filled
+  std::vector<ChunkSpan> chunks;
+  size_t next_chunk = 0;
+  std::deque<uint32_t> resend;
+  SteadyTime start{};
+  std::atomic<bool> done{false};
+  Status result;
+  uint64_t size() const { return data->size(); }
+};
+
+// One incoming transfer being reassembled.
+struct InTransfer {
+  std::unique_ptr<Reassembly> reassembly;
+  std::map<uint32_t, int> resends;  // chunk -> times re-requested
+  SteadyTime last_progress{};
+  Status failed;  // not ok: the transfer is dead (Recv returns this)
+};
+
+// Incoming state of one group (job, epoch, round), created by the first frame or by Join.
+struct GroupRx {
+  // (sender rank, tag) -> sequence -> transfer
+  std::map<std::pair<int, uint32_t>, std::map<uint32_t, InTransfer>> streams;
+};
+
+using GroupKey = std::tuple<std::string, uint64_t, uint32_t>;  // job, epoch, round
+
+class WanEndpoint::Impl {
+ public:
+  explicit Impl(WanOptions options);
+  ~Impl();
+  Status Start(const std::string& bind_address);
+
+  // Queues a transfer (blocks for backpressure until deadline).
+  Result<std::shared_ptr<OutTransfer>> Enqueue(std::shared_ptr<OutTransfer> t, Deadline deadline);
+  // Waits until the transfer is acked (or fails, or the deadline passes).
+  Status WaitAcked(const std::shared_ptr<OutTransfer>& t, Deadline deadline);
+  uint64_t NextTransferId(int rank) { return (uint64_t(rank) << 40) | (++transfer_counter_ & ((uint64_t{1} << 40) - 1)); }
+  void Wake();
+  void RegisterGroup(const GroupKey& key);
+  void UnregisterGroup(const GroupKey& key);
+
+  WanOptions opt_;
+  WanMetrics metrics_;
+  LinkEstimator estimator_;
+  std::string endpoint_;
+  std::atomic<uint64_t> dropped_{0};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<GroupKey, GroupRx> groups_;  // guarded by mu_
+  std::set<GroupKey> closed_groups_;    // frames for these are dropped
+  uint64_t newest_epoch_ = 0;           // frames with an older epoch are stale
+  uint64_t inflight_bytes_ = 0;
+  std::deque<std::shared_ptr<OutTransfer>> submitted_;              // new, for the I/O thread
+  std::map<uint64_t, std::shared_ptr<OutTransfer>> unacked_;       // by transfer_id
+
+  zmq::context_t ctx_{2};
+  std::unique_ptr<ZapAuthenticator> zap_;
+
+ private:
+  struct PeerConn {
+    std::vector<zmq::socket_t> dealers;
+    size_t rr = 0;
+  };
+  void Loop();
+  void DrainRouter();
+  void HandleChunk(const zmq::message_t& id, const v1::TensorChunkHeader& h, const zmq::message_t& payload);
+  void DrainDealer(zmq::socket_t& s, const std::string& peer);
+  void HandleControl(const v1::ChunkControl& c, const std::string& peer);
+  void SendControl(const zmq::message_t& id, v1::ChunkControl c);
+  PeerConn& Conn(const OutTransfer& t);
+  // Sends what pacing and socket buffers allow; returns ms until pacing allows more (0 = now).
+  int PumpSends();
+  bool SendChunk(OutTransfer& t, uint32_t index);
+  void Drop(const std::string& reason, const std::string& detail);
+  void Finish(const std::shared_ptr<OutTransfer>& t, Status s);
+
+  zmq::socket_t router_;
+  zmq::socket_t wake_rx_, wake_tx_;
+  std::mutex wake_mu_;
+  std::map<std::string, PeerConn> conns_;          // I/O thread only
+  std::deque<std::shared_ptr<OutTransfer>> active_;  // I/O thread only: still has chunks to send
+  double tokens_ = 0;
+  SteadyTime last_refill_{};
+  std::atomic<uint64_t> transfer_counter_{0};
+  std::atomic<bool> stop_{false};
+  std::thread io_;
+};
+
+}  // namespace longhaul::wan_transport

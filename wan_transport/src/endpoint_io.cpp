@@ -1,0 +1,277 @@
+// The WanEndpoint I/O thread: listener setup, the poll loop, paced chunk sending
+// over K connections per peer, and acks/resend requests coming back.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "endpoint_impl.h"
+#include "longhaul/proto/frame.h"
+
+namespace longhaul::wan_transport {
+
+WanEndpoint::Impl::Impl(WanOptions options)
+    : opt_(std::move(options)), metrics_(opt_.metrics), router_(ctx_, zmq::socket_type::router),
+      wake_rx_(ctx_, zmq::socket_type::pair), wake_tx_(ctx_, zmq::socket_type::pair) {}
+
+WanEndpoint::Impl::~Impl() {
+  stop_ = true;
+  Wake();
+  if (io_.joinable()) io_.join();
+  conns_.clear();
+  router_.close();
+  wake_rx_.close();
+  wake_tx_.close();
+  zap_.reset();
+}
+
+Status WanEndpoint::Impl::Start(const std::string& bind_address) {
+  if (opt_.chunk_bytes == 0 || opt_.chunk_bytes > (size_t{256} << 20)) {
+    return InvalidArgument("chunk_bytes must be in (0, 256 MiB], got " + std::to_string(opt_.chunk_bytes));
+  }
+  if (opt_.encryption) {
+    LONGHAUL_RETURN_IF_ERROR(ValidateZ85Key(opt_.keys.public_key, "WanOptions.keys.public_key"));
+    LONGHAUL_RETURN_IF_ERROR(ValidateZ85Key(opt_.keys.secret_key, "WanOptions.keys.secret_key"));
+    if (opt_.allowlist.size() == 0) return InvalidArgument("WanOptions.allowlist is empty: no peer could connect");
+    LONGHAUL_ASSIGN_OR_RETURN(zap_, ZapAuthenticator::Start(ctx_, opt_.allowlist));
+  }
+  try {
+    router_.set(zmq::sockopt::linger, 0);
+    // Oversized frames make libzmq drop the connection before we ever see them.
+    router_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(std::max(opt_.chunk_bytes, size_t{16} << 20) + (64 << 10)));
+    router_.set(zmq::sockopt::rcvhwm, 0);
+    if (opt_.encryption) MakeCurveServer(router_, opt_.keys);
+    router_.bind("tcp://" + bind_address);
+    endpoint_ = router_.get(zmq::sockopt::last_endpoint);
+    std::string wake = "inproc://wan-wake-" + std::to_string(reinterpret_cast<uintptr_t>(this));
+    wake_rx_.bind(wake);
+    wake_tx_.connect(wake);
+  } catch (const zmq::error_t& e) {
+    return Unavailable("cannot listen on tcp://" + bind_address + ": " + e.what());
+  }
+  last_refill_ = std::chrono::steady_clock::now();
+  io_ = std::thread([this] { Loop(); });
+  return Status::Ok();
+}
+
+void WanEndpoint::Impl::Wake() {
+  std::lock_guard lock(wake_mu_);
+  try {
+    wake_tx_.send(zmq::message_t(), zmq::send_flags::dontwait);
+  } catch (const zmq::error_t&) {
+  }
+}
+
+void WanEndpoint::Impl::Drop(const std::string& reason, const std::string& detail) {
+  ++dropped_;
+  metrics_.FrameDropped(reason);
+  spdlog::warn("wan {}: dropped frame ({}): {}", endpoint_, reason, detail);
+}
+
+WanEndpoint::Impl::PeerConn& WanEndpoint::Impl::Conn(const OutTransfer& t) {
+  auto it = conns_.find(t.peer_endpoint);
+  if (it != conns_.end()) return it->second;
+  int k = opt_.connections_per_peer;
+  if (k <= 0) {
+    LinkEstimate e = estimator_.Get(t.peer_endpoint);
+    k = ConnectionsForBdp(e.bandwidth_bytes_per_second, e.rtt_seconds);
+  }
+  PeerConn& c = conns_[t.peer_endpoint];
+  for (int i = 0; i < k; ++i) {
+    zmq::socket_t s(ctx_, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::sndhwm, 64);
+    s.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(proto::kMaxDataHeaderBytes));
+    if (opt_.encryption) MakeCurveClient(s, opt_.keys, t.peer_key);
+    s.connect(t.peer_endpoint);
+    c.dealers.push_back(std::move(s));
+  }
+  return c;
+}
+
+bool WanEndpoint::Impl::SendChunk(OutTransfer& t, uint32_t index) {
+  PeerConn& c = Conn(t);
+  const ChunkSpan& span = t.chunks[index];
+  v1::DataFrame frame;
+  v1::TensorChunkHeader* h = frame.mutable_chunk();
+  *h = t.base;
+  std::span<const std::byte> payload(t.data->data() + span.offset, span.length);
+  FillChunkHeader(span, t.size(), static_cast<uint32_t>(t.chunks.size()), payload, h);
+  std::string header = proto::EncodeData(std::move(frame));
+  for (size_t attempt = 0; attempt < c.dealers.size(); ++attempt) {
+    zmq::socket_t& s = c.dealers[c.rr++ % c.dealers.size()];
+    if (!s.send(zmq::buffer(header), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) continue;
+    // Zero copy: the message references the retained transfer buffer, which it keeps alive.
+    auto* keep = new std::shared_ptr<const std::vector<std::byte>>(t.data);
+    zmq::message_t body(const_cast<std::byte*>(payload.data()), payload.size(),
+                        [](void*, void* hint) { delete static_cast<std::shared_ptr<const std::vector<std::byte>>*>(hint); },
+                        keep);
+    s.send(body, zmq::send_flags::none);  // the rest of a multipart message always goes
+    if (t.start == SteadyTime{}) t.start = std::chrono::steady_clock::now();
+    tokens_ -= static_cast<double>(span.length);
+    return true;
+  }
+  return false;  // every connection is full; try again later
+}
+
+int WanEndpoint::Impl::PumpSends() {
+  {
+    std::lock_guard lock(mu_);
+    while (!submitted_.empty()) {
+      active_.push_back(std::move(submitted_.front()));
+      submitted_.pop_front();
+    }
+  }
+  double rate = opt_.pacing_bytes_per_second;
+  for (int budget = 256; budget > 0 && !active_.empty(); --budget) {
+    if (rate > 0) {
+      auto now = std::chrono::steady_clock::now();
+      double burst = std::max(static_cast<double>(opt_.chunk_bytes), rate * 0.01);
+      tokens_ = std::min(burst, tokens_ + rate * std::chrono::duration<double>(now - last_refill_).count());
+      last_refill_ = now;
+      if (tokens_ < 0) return std::max(1, static_cast<int>(-tokens_ / rate * 1000));
+    }
+    std::shared_ptr<OutTransfer> t = active_.front();
+    active_.pop_front();
+    if (t->done) continue;
+    bool has_resend = !t->resend.empty();
+    if (!has_resend && t->next_chunk >= t->chunks.size()) continue;  // all sent; waits for ack
+    uint32_t index = has_resend ? t->resend.front() : static_cast<uint32_t>(t->next_chunk);
+    if (!SendChunk(*t, index)) {
+      active_.push_front(t);
+      return 1;  // socket buffers full: poll briefly
+    }
+    if (has_resend) t->resend.pop_front();
+    else ++t->next_chunk;
+    active_.push_back(t);  // round-robin among transfers
+  }
+  return active_.empty() ? -1 : 0;
+}
+
+void WanEndpoint::Impl::Finish(const std::shared_ptr<OutTransfer>& t, Status s) {
+  std::lock_guard lock(mu_);
+  if (t->done) return;
+  t->done = true;
+  t->result = std::move(s);
+  inflight_bytes_ -= t->size();
+  unacked_.erase(t->base.transfer_id());
+  cv_.notify_all();
+}
+
+void WanEndpoint::Impl::HandleControl(const v1::ChunkControl& c, const std::string& peer) {
+  std::shared_ptr<OutTransfer> t;
+  {
+    std::lock_guard lock(mu_);
+    auto it = unacked_.find(c.transfer_id());
+    if (it == unacked_.end()) return;  // late duplicate ack
+    t = it->second;
+  }
+  if (t->peer_endpoint != peer) return Drop("control from wrong peer", peer);
+  if (c.has_error() && c.error().code() != 0) {
+    Finish(t, proto::FromWireError(c.error()).WithContext("peer " + peer + " failed transfer " + std::to_string(c.transfer_id())));
+    return;
+  }
+  for (uint32_t i : c.resend_chunks()) {
+    if (i >= t->chunks.size()) return Drop("bad resend index", peer);
+    t->resend.push_back(i);
+  }
+  if (!c.resend_chunks().empty()) {
+    active_.push_back(t);
+    return;
+  }
+  if (c.acked_bytes() == t->size()) {
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t->start).count();
+    if (t->base.job_id() != kProbeJob) {
+      estimator_.AddTransfer(peer, t->size(), secs);
+      LinkEstimate e = estimator_.Get(peer);
+      metrics_.Link(peer, e.bandwidth_bytes_per_second, e.rtt_seconds);
+      metrics_.TransferDone(secs);
+    }
+    Finish(t, Status::Ok());
+  }
+}
+
+void WanEndpoint::Impl::DrainDealer(zmq::socket_t& s, const std::string& peer) {
+  for (int n = 0; n < 1024; ++n) {
+    zmq::message_t msg;
+    if (!s.recv(msg, zmq::recv_flags::dontwait)) return;
+    bool extra = msg.more();
+    while (msg.more()) {  // discard unexpected extra parts
+      zmq::message_t rest;
+      if (!s.recv(rest, zmq::recv_flags::dontwait)) break;
+      if (!rest.more()) break;
+    }
+    if (extra) {
+      Drop("malformed control", peer + ": multipart control frame");
+      continue;
+    }
+    auto frame = proto::DecodeData(msg.to_string_view());
+    if (!frame.ok() || !frame->has_control()) {
+      Drop("malformed control", peer + ": " + (frame.ok() ? "not a ChunkControl" : frame.status().ToString()));
+      continue;
+    }
+    HandleControl(frame->control(), peer);
+  }
+}
+
+void WanEndpoint::Impl::Loop() {
+  std::vector<zmq::pollitem_t> items;
+  std::vector<std::pair<zmq::socket_t*, std::string>> dealers;
+  while (!stop_) {
+    int wait_ms = PumpSends();
+    items.clear();
+    dealers.clear();
+    items.push_back({router_.handle(), 0, ZMQ_POLLIN, 0});
+    items.push_back({wake_rx_.handle(), 0, ZMQ_POLLIN, 0});
+    for (auto& [peer, conn] : conns_) {
+      for (auto& s : conn.dealers) {
+        items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
+        dealers.emplace_back(&s, peer);
+      }
+    }
+    try {
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(wait_ms < 0 ? 100 : wait_ms));
+      if (items[0].revents & ZMQ_POLLIN) DrainRouter();
+      if (items[1].revents & ZMQ_POLLIN) {
+        zmq::message_t m;
+        while (wake_rx_.recv(m, zmq::recv_flags::dontwait)) {
+        }
+      }
+      for (size_t i = 0; i < dealers.size(); ++i) {
+        if (items[i + 2].revents & ZMQ_POLLIN) DrainDealer(*dealers[i].first, dealers[i].second);
+      }
+    } catch (const zmq::error_t& e) {
+      if (e.num() == ETERM) return;
+      spdlog::error("wan {}: I/O loop: {}", endpoint_, e.what());
+    }
+  }
+}
+
+Result<std::shared_ptr<OutTransfer>> WanEndpoint::Impl::Enqueue(std::shared_ptr<OutTransfer> t, Deadline deadline) {
+  {
+    std::unique_lock lock(mu_);
+    // One message larger than the window may go when nothing else is in flight.
+    bool ok = cv_.wait_until(lock, deadline, [&] {
+      return inflight_bytes_ == 0 || inflight_bytes_ + t->size() <= opt_.max_inflight_bytes;
+    });
+    if (!ok) {
+      return DeadlineExceeded("send to " + t->peer_endpoint + ": " + std::to_string(inflight_bytes_) +
+                              " bytes still unacknowledged (max_inflight_bytes " + std::to_string(opt_.max_inflight_bytes) + ")");
+    }
+    inflight_bytes_ += t->size();
+    unacked_[t->base.transfer_id()] = t;
+    submitted_.push_back(t);
+  }
+  metrics_.BytesSent(t->peer_endpoint, static_cast<double>(t->size()));
+  Wake();
+  return t;
+}
+
+Status WanEndpoint::Impl::WaitAcked(const std::shared_ptr<OutTransfer>& t, Deadline deadline) {
+  std::unique_lock lock(mu_);
+  if (!cv_.wait_until(lock, deadline, [&] { return t->done.load(); })) {
+    return DeadlineExceeded("no acknowledgement from " + t->peer_endpoint + " for transfer " + std::to_string(t->base.transfer_id()));
+  }
+  return t->result;
+}
+
+}  // namespace longhaul::wan_transport
