@@ -70,10 +70,8 @@ class ZmqWanPort final : public WanPort {
     return Status::Ok();
   }
   std::string endpoint() const override { return endpoint_; }
-  uint64_t bytes_sent() const override { return bytes_sent_; }
-
   Result<std::unique_ptr<sync_policies::CollectiveLink>> Join(const std::vector<WanPeer>& peers, int rank,
-                                                              uint64_t epoch, Deadline) override {
+                                                              uint32_t /*round*/, uint64_t epoch, Deadline) override {
     if (rank < 0 || rank >= static_cast<int>(peers.size())) return InvalidArgument("rank outside the peer list");
     current_epoch_ = epoch;
     for (auto it = stash_.begin(); it != stash_.end();) {  // older epochs can never be asked for again
@@ -133,7 +131,6 @@ class ZmqWanPort final : public WanPort {
       stash_[std::make_tuple(h.epoch, static_cast<int>(h.sender), h.tag)].emplace_back(p, p + body.size());
     }
   }
-  void AddSent(uint64_t n) { bytes_sent_ += n; }
 
  private:
   WanPortOptions options_;
@@ -143,7 +140,6 @@ class ZmqWanPort final : public WanPort {
   zmq::socket_t router_;
   std::string endpoint_;
   uint64_t current_epoch_ = 0;
-  uint64_t bytes_sent_ = 0;
   std::map<std::tuple<uint64_t, int, uint32_t>, std::deque<std::vector<std::byte>>> stash_;
 };
 
@@ -157,7 +153,6 @@ Status ZmqRoundLink::Send(int peer, uint32_t tag, std::span<const std::byte> dat
     return DeadlineExceeded("sending to ring rank " + std::to_string(peer) + " timed out");
   }
   bytes_sent_ += data.size();
-  port_.AddSent(data.size());
   return Status::Ok();
 }
 

@@ -121,6 +121,7 @@ Status Worker::StartUp() {
   }
 
   WanPortOptions wopts;
+  wopts.job_id = job_id_;
   wopts.host = options_.wan_host;
   wopts.insecure = options_.insecure;
   wopts.key_file = options_.key_file;
@@ -173,7 +174,7 @@ Result<RoundResult> Worker::RunRound(const v1::RoundCommand& cmd) {
   }
   std::unique_ptr<sync_policies::CollectiveLink> link;
   if (config_.schedule.kind != "local" && peers.size() > 1) {
-    auto joined = wan_->Join(peers, my_rank, cmd.epoch(), DeadlineAfter(options_.collective_timeout));
+    auto joined = wan_->Join(peers, my_rank, cmd.round(), cmd.epoch(), DeadlineAfter(options_.collective_timeout));
     if (!joined.ok()) return joined.status().WithContext("joining the round's WAN group");
     link = std::move(*joined);
   }

@@ -27,8 +27,8 @@ class WanPort {
   virtual std::string endpoint() const = 0;
   // The round's group: `peers` in ring order (own entry included at `rank`).
   virtual Result<std::unique_ptr<sync_policies::CollectiveLink>> Join(const std::vector<WanPeer>& peers, int rank,
-                                                                      uint64_t epoch, Deadline deadline) = 0;
-  virtual uint64_t bytes_sent() const = 0;
+                                                                      uint32_t round, uint64_t epoch,
+                                                                      Deadline deadline) = 0;
 };
 
 // CURVE on the data plane: the listener is a CURVE server with this region's
@@ -36,6 +36,7 @@ class WanPort {
 // R's listener needs R's public key: it is read from <allowlist dir>/<R>.pub
 // (deploy/gen-keys.sh names keys by region), so the allowlist must be a folder.
 struct WanPortOptions {
+  std::string job_id;
   std::string host = "127.0.0.1";
   bool insecure = false;
   std::string key_file;     // this region's key pair
