@@ -170,6 +170,15 @@ LinkMatrix WanEndpoint::measurements() const { return impl_->estimator_.Snapshot
 uint64_t WanEndpoint::rejected_connections() const { return impl_->zap_ ? impl_->zap_->rejected() : 0; }
 uint64_t WanEndpoint::dropped_frames() const { return impl_->dropped_.load(); }
 
+Status WanEndpoint::Flush(Deadline deadline) {
+  std::unique_lock lock(impl_->mu_);
+  if (!impl_->cv_.wait_until(lock, deadline, [&] { return impl_->unacked_.empty(); })) {
+    return DeadlineExceeded(std::to_string(impl_->unacked_.size()) + " transfers (" + std::to_string(impl_->inflight_bytes_) +
+                            " bytes) still unacknowledged");
+  }
+  return Status::Ok();
+}
+
 Result<ProbeResult> WanEndpoint::Probe(const PeerSpec& peer, size_t probe_bytes, Deadline deadline) {
   auto send = [&](size_t bytes) -> Result<double> {
     auto t = std::make_shared<OutTransfer>();

@@ -85,6 +85,9 @@ class WanEndpoint {
   // Active probe: RTT from small round trips, bandwidth from timing probe_bytes.
   Result<ProbeResult> Probe(const PeerSpec& peer, size_t probe_bytes, Deadline deadline);
 
+  // Waits until every transfer sent so far is acknowledged (or failed/abandoned).
+  Status Flush(Deadline deadline);
+
   // Per-peer bandwidth/RTT (probes and passive estimates from acked transfers).
   LinkMatrix measurements() const;
   uint64_t rejected_connections() const;

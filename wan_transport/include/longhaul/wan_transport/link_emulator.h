@@ -1,0 +1,47 @@
+// LinkEmulator: a userspace TCP relay that makes a loopback path behave like a
+// WAN link (kernel netem is not available here). Every accepted connection is
+// relayed to `forward`; each direction delays bytes by delay (+- jitter, never
+// reordering bytes of a stream) and paces them with a token bucket shared by all
+// connections in that direction, so `rate` applies to the whole emulated link.
+// Used by the longhaul-linkem binary, tests and bench/wan.
+//
+// Note: the two TCP legs each run their own congestion control on loopback; the
+// relay bounds its buffering per direction (delay*rate plus slack) so a sender
+// sees backpressure, but TCP window/RTT dynamics of a real WAN are not emulated.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "longhaul/common/status.h"
+
+namespace longhaul::wan_transport {
+
+struct LinkEmulatorOptions {
+  std::string listen = "127.0.0.1:0";         // host:port, port 0 = any
+  std::string forward;                         // host:port
+  double rate_bytes_per_second = 0;            // 0 = unlimited
+  std::chrono::microseconds delay{0};          // one-way, each direction
+  std::chrono::microseconds jitter{0};         // +- uniform, order preserved
+};
+
+// Parses "host:port" (IPv4 literal or "localhost"); errors name the text.
+Status ParseHostPort(const std::string& text, std::string* host, int* port);
+
+class LinkEmulator {
+ public:
+  static Result<std::unique_ptr<LinkEmulator>> Start(const LinkEmulatorOptions& options);
+  ~LinkEmulator();  // stops accepting, closes every relayed connection
+  std::string listen_address() const;  // "127.0.0.1:PORT"
+  int port() const;
+  uint64_t connections_accepted() const;
+
+  class Impl;
+
+ private:
+  explicit LinkEmulator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace longhaul::wan_transport
