@@ -59,6 +59,8 @@ int main(int argc, char** argv) {
   demo->add_option("--bin-dir", demo_options.bin_dir, "where longhaul-* binaries are (default: next to this one)");
   demo->add_flag("--keep", demo_options.keep_work_dir, "keep the demo's temporary directory");
   demo->add_flag("--no-sync-baseline", demo_options.skip_sync_baseline, "run only the DiLoCo job");
+  bool no_wan = false;
+  demo->add_flag("--no-wan-emulation", no_wan, "plain loopback instead of longhaul-linkem WAN links");
 
   CLI11_PARSE(app, argc, argv);
   ctx.json = output == "json";
@@ -73,6 +75,7 @@ int main(int argc, char** argv) {
   if (*demo) {
     if (demo_options.bin_dir.empty()) demo_options.bin_dir = DefaultBinDir(argv[0]);
     demo_options.json = ctx.json;
+    demo_options.wan_emulation = !no_wan;
     return RunDemo(demo_options);
   }
   return kExitUsage;

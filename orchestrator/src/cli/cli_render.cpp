@@ -75,7 +75,7 @@ std::string RenderJobStatus(const v1::JobStatus& s, bool color) {
   for (const auto& r : s.regions()) {
     o << "  " << Pad(r.region(), 10) << " " << Bar(r.round(), s.total_rounds(), 20) << " " << Pad(std::to_string(r.round()) + "/" + std::to_string(s.total_rounds()), 7)
       << " loss " << (r.loss() > 0 ? Fixed(r.loss(), 3) : "-    ") << "  val " << (r.val_loss() > 0 ? Fixed(r.val_loss(), 3) : "-    ")
-      << "  " << Pad(Fixed(r.tokens_per_second(), 0) + " tok/s", 12) << " ETA " << Pad(HumanSeconds(r.eta_seconds()), 8)
+      << "  " << Pad(Fixed(r.tokens_per_second(), 0) + " tok/s", 12) << " ETA " << Pad(r.eta_seconds() > 0 ? HumanSeconds(r.eta_seconds()) : "-", 8)
       << " " << r.state();
     if (!r.waiting_on().empty()) o << "  (" << r.waiting_on() << ")";
     o << "\n";

@@ -75,6 +75,12 @@ v1::JobSpec DemoJob(const DemoOptions& o, bool sync_baseline) {
   return s;
 }
 
+// Agent flags: the common ones after the optional WAN emulation ones.
+std::vector<std::string> Concat(const std::vector<std::string>& extra, std::vector<std::string> base) {
+  base.insert(base.end(), extra.begin(), extra.end());
+  return base;
+}
+
 double LossFloor(const v1::JobSpec& spec) {
   if (!spec.data().has_synthetic()) return 0;
   const auto& d = spec.data().synthetic();
@@ -144,16 +150,20 @@ class Demo {
     endpoint_ = ep.control;
     Say("orchestrator on " + ep.control + ", metrics " + ep.metrics);
     for (const auto& r : o_.regions) {
+      std::vector<std::string> wan;
+      if (o_.wan_emulation)
+        wan = {"--wan-rate-mbit", Num(r.rate_mbit), "--wan-delay-ms", Num(r.delay_ms), "--wan-jitter-ms", Num(r.jitter_ms)};
       auto agent = children_.Start(
           "agent " + r.name,
-          {Bin("longhaul-agent"), "--region", r.name, "--orchestrator", ep.control, "--orchestrator-public-key",
+          Concat(wan, {Bin("longhaul-agent"), "--region", r.name, "--orchestrator", ep.control, "--orchestrator-public-key",
            (keys / "orchestrator.pub").string(), "--key", (keys / (r.name + ".key")).string(), "--workers",
            std::to_string(o_.workers_per_region), "--data-host", "127.0.0.1", "--work-dir", (work_ / r.name).string(),
-           "--metrics", "127.0.0.1:0", "--wan-rate-mbit", Num(r.rate_mbit), "--wan-delay-ms", Num(r.delay_ms),
-           "--wan-jitter-ms", Num(r.jitter_ms), "--allowlist", (keys / "wan-allow").string()},
+           "--metrics", "127.0.0.1:0", "--allowlist", (keys / "wan-allow").string(), "--bin-dir", o_.bin_dir}),
           (work_ / "logs" / (r.name + ".log")).string());
       if (!agent.ok()) return agent.status();
-      Say("agent " + r.name + ": WAN " + Num(r.rate_mbit) + " Mbit/s, " + Num(r.delay_ms) + " ms delay");
+      Say("agent " + r.name + (o_.wan_emulation ? ": WAN " + Num(r.rate_mbit) + " Mbit/s, " + Num(r.delay_ms) +
+                                                       " ms delay, " + Num(r.jitter_ms) + " ms jitter"
+                                                 : ": plain loopback"));
     }
     ControlClientOptions co;
     co.endpoint = ep.control;

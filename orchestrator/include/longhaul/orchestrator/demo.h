@@ -29,6 +29,7 @@ struct DemoOptions {
   bool keep_work_dir = false;
   bool skip_sync_baseline = false;
   bool json = false;
+  bool wan_emulation = true;  // false: plain loopback, no longhaul-linkem links
   int job_timeout_s = 300;    // per job; the demo gives up (and cleans up) after this
 };
 
