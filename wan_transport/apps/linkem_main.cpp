@@ -17,10 +17,10 @@ int main(int argc, char** argv) {
   app.add_option("--listen", listen, "HOST:PORT to accept on (port 0 = any free port)");
   app.add_option("--forward", forward, "HOST:PORT every connection is relayed to")->required();
   app.add_option("--rate-mbit", rate_mbit, "link rate in Mbit/s per direction, whole link (0 = unlimited)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--delay-ms", delay_ms, "one-way delay in ms, applied in each direction")->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--delay-ms", delay_ms, "one-way delay in ms, applied in each direction")->check(CLI::Range(0.0, 1e6));
   app.add_option("--jitter-ms", jitter_ms, "+- uniform jitter in ms (never reorders a stream; <= delay)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 1e6));
   app.add_flag("--quiet", quiet, "log errors only");
   try {
     app.parse(argc, argv);

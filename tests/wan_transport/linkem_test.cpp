@@ -1,0 +1,150 @@
+// Integration: longhaul-linkem as a real process. Its rate and delay must be
+// within 10% of the settings; bad flags exit 2.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "wan_transport/process_util.h"
+#include "wan_transport/wan_test_util.h"
+
+using namespace longhaul::wan_transport::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string kLinkem = std::string(LONGHAUL_BIN_DIR) + "/longhaul-linkem";
+
+bool ReadN(int fd, char* p, size_t n) {
+  while (n > 0) {
+    ssize_t r = ::recv(fd, p, n, 0);
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+bool WriteN(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// One-connection server: 'p' -> echo 'p'; 'b' + u64 n + n bytes -> 'd'.
+struct Server {
+  int lfd = -1, port = 0;
+  std::thread th;
+  Server() {
+    lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(lfd, 4) == 0);
+    socklen_t len = sizeof a;
+    ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    th = std::thread([this] {
+      int fd = ::accept(lfd, nullptr, nullptr);
+      if (fd < 0) return;
+      int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      std::vector<char> buf(1 << 16);
+      char op;
+      while (ReadN(fd, &op, 1)) {
+        if (op == 'p') {
+          if (!WriteN(fd, "p", 1)) break;
+        } else if (op == 'b') {
+          uint64_t n;
+          if (!ReadN(fd, reinterpret_cast<char*>(&n), 8)) break;
+          while (n > 0) {
+            size_t k = std::min<uint64_t>(n, buf.size());
+            if (!ReadN(fd, buf.data(), k)) break;
+            n -= k;
+          }
+          if (!WriteN(fd, "d", 1)) break;
+        }
+      }
+      ::close(fd);
+    });
+  }
+  ~Server() {
+    ::shutdown(lfd, SHUT_RDWR);
+    ::close(lfd);
+    th.join();
+  }
+};
+
+int Connect(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  timeval tv{20, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+TEST_CASE("linkem's measured throughput and RTT are within 10% of its settings") {
+  const double rate_mbit = 40, delay_ms = 15;
+  Server server;
+  Child linkem({kLinkem, "--listen", "127.0.0.1:0", "--forward", "127.0.0.1:" + std::to_string(server.port),
+                "--rate-mbit", "40", "--delay-ms", "15", "--quiet"});
+  std::string line = linkem.ReadLine(10s);
+  REQUIRE(line.rfind("listening on 127.0.0.1:", 0) == 0);
+  int fd = Connect(std::stoi(line.substr(line.rfind(':') + 1)));
+
+  std::vector<double> rtts;
+  for (int i = 0; i < 9; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    char c = 'p';
+    REQUIRE(WriteN(fd, &c, 1));
+    REQUIRE(ReadN(fd, &c, 1));
+    rtts.push_back(Seconds(std::chrono::steady_clock::now() - t0));
+  }
+  std::sort(rtts.begin(), rtts.end());
+  double rtt = rtts[rtts.size() / 2];
+  CHECK(rtt == Approx(2 * delay_ms / 1000).epsilon(0.10));
+
+  const uint64_t n = 8 << 20;  // ~1.7 s at 40 Mbit/s
+  std::vector<char> payload(1 << 20, 'x');
+  auto t0 = std::chrono::steady_clock::now();
+  char op = 'b';
+  REQUIRE(WriteN(fd, &op, 1));
+  REQUIRE(WriteN(fd, reinterpret_cast<const char*>(&n), 8));
+  for (uint64_t sent = 0; sent < n; sent += payload.size()) REQUIRE(WriteN(fd, payload.data(), payload.size()));
+  char done;
+  REQUIRE(ReadN(fd, &done, 1));
+  double elapsed = Seconds(std::chrono::steady_clock::now() - t0);
+  double throughput_bits = static_cast<double>(n) * 8 / (elapsed - rtt);
+  CAPTURE(elapsed, rtt);
+  CHECK(throughput_bits == Approx(rate_mbit * 1e6).epsilon(0.10));
+  ::close(fd);
+
+  linkem.Kill(SIGTERM);
+  CHECK(linkem.Wait(5s) == 0);
+}
+
+TEST_CASE("linkem rejects bad flags with exit code 2") {
+  Child no_forward({kLinkem, "--listen", "127.0.0.1:0"});
+  CHECK(no_forward.Wait(5s) == 2);
+  Child bad_rate({kLinkem, "--forward", "127.0.0.1:1", "--rate-mbit", "-5"});
+  CHECK(bad_rate.Wait(5s) == 2);
+  Child bad_host({kLinkem, "--forward", "nowhere:80"});
+  CHECK(bad_host.Wait(5s) == 2);
+}
