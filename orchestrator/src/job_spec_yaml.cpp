@@ -271,14 +271,14 @@ v1::JobSpec DefaultJobSpec() {
   auto* syn = s.mutable_data()->mutable_synthetic();
   syn->set_seed(1234);
   syn->set_branching(4);
-  syn->set_order(2);
+  syn->set_order(1);
   syn->set_non_iid(false);
   s.set_region_count(3);
   s.set_min_regions(2);
   s.set_workers_per_region(1);
   auto* in = s.mutable_inner();
   in->set_name("adamw");
-  in->set_lr(3e-3);
+  in->set_lr(1e-2);
   in->set_weight_decay(0.0);
   in->set_beta1(0.9);
   in->set_beta2(0.95);
