@@ -219,6 +219,8 @@ void Agent::OnAssignment(const v1::JobAssignment& a) {
                a.checkpoint_path().empty() ? "" : ", restoring " + a.checkpoint_path());
   health_.ClearUnhealthy();
   failed_jobs_.erase(a.job_id());
+  // A job id seen before (its old launch still stopping): forget the old workers.
+  for (auto r = routes_.begin(); r != routes_.end();) r = r->second.first == a.job_id() ? routes_.erase(r) : std::next(r);
   jobs_[a.job_id()] = std::move(*job);
 }
 
@@ -380,7 +382,7 @@ void Agent::PublishState() {
   std::vector<std::string> running;
   int workers = 0;
   for (auto& [id, job] : jobs_) {
-    if (job->phase() != RegionJob::Phase::kStopping) running.push_back(id);
+    running.push_back(id);  // stopping jobs too: their processes still hold the slots
     workers += job->workers_running();
   }
   health_.SetRunningJobs(std::move(running));

@@ -61,6 +61,7 @@ class Worker {
   std::unique_ptr<trainer::InnerTrainer> trainer_;
   std::unique_ptr<RegionReplica> replica_;
   std::unique_ptr<WanPort> wan_;
+  std::unique_ptr<sync_policies::CollectiveLink> round_link_;  // must die before wan_
   uint32_t restored_round_ = 0;
   std::optional<std::pair<uint32_t, uint64_t>> pending_;  // (round, epoch) awaiting a verdict
   std::filesystem::path pending_checkpoint_;
@@ -178,9 +179,12 @@ Result<RoundResult> Worker::RunRound(const v1::RoundCommand& cmd) {
     if (!joined.ok()) return joined.status().WithContext("joining the round's WAN group");
     link = std::move(*joined);
   }
+  // The link outlives the round: our last sends may still be in flight when our
+  // collective returns, and peers still need them. It is replaced at the next START.
+  round_link_ = std::move(link);
   // A single participant still runs the machinery: a one-member in-process group.
   std::unique_ptr<sync_policies::InProcessGroup> solo;
-  sync_policies::CollectiveLink* l = link.get();
+  sync_policies::CollectiveLink* l = round_link_.get();
   if (l == nullptr && config_.schedule.kind != "local") {
     solo = std::make_unique<sync_policies::InProcessGroup>(1);
     l = &solo->link(0);

@@ -228,7 +228,7 @@ TEST_CASE("region_agent: agent registers, heartbeats, rejects bad assignments an
   REQUIRE(agent.WaitExit(longhaul::DeadlineAfter(10s)));
   CHECK(agent.DescribeExit() == "exited with status 0");
   // keep logs on failure: removed only when the test passed
-  if (Catch::getResultCapture().lastAssertionPassed()) std::filesystem::remove_all(dir);
+  if (!std::getenv("LONGHAUL_KEEP_TEST_DIRS")) std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("region_agent: agent a killed worker makes the region unhealthy and the agent takes new jobs", "[agent]") {
@@ -280,7 +280,7 @@ TEST_CASE("region_agent: agent a killed worker makes the region unhealthy and th
   CHECK(agent.DescribeExit() == "exited with status 0");
   CHECK(::kill(j2[0], 0) != 0);  // its worker went with it
   // keep logs on failure: removed only when the test passed
-  if (Catch::getResultCapture().lastAssertionPassed()) std::filesystem::remove_all(dir);
+  if (!std::getenv("LONGHAUL_KEEP_TEST_DIRS")) std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("region_agent: agent two regions of two workers agree on theta through DiLoCo rounds", "[agent]") {
@@ -396,7 +396,7 @@ TEST_CASE("region_agent: agent two regions of two workers agree on theta through
     CHECK(agent->DescribeExit() == "exited with status 0");
   }
   // keep logs on failure: removed only when the test passed
-  if (Catch::getResultCapture().lastAssertionPassed()) std::filesystem::remove_all(dir);
+  if (!std::getenv("LONGHAUL_KEEP_TEST_DIRS")) std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("region_agent: agent CURVE on the control plane and the WAN, keys named by region", "[agent]") {
@@ -443,5 +443,5 @@ TEST_CASE("region_agent: agent CURVE on the control plane and the WAN, keys name
     agent->Signal(SIGTERM);
     REQUIRE(agent->WaitExit(longhaul::DeadlineAfter(10s)));
   }
-  if (Catch::getResultCapture().lastAssertionPassed()) std::filesystem::remove_all(dir);
+  if (!std::getenv("LONGHAUL_KEEP_TEST_DIRS")) std::filesystem::remove_all(dir);
 }
