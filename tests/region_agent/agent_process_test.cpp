@@ -33,7 +33,8 @@ std::filesystem::path TempDir(const std::string& name) {
 }
 
 lr::ChildProcess StartAgent(const std::string& region, const FakeOrchestrator& orch, int workers,
-                            const std::filesystem::path& dir, const std::filesystem::path& keys = {}) {
+                            const std::filesystem::path& dir, const std::filesystem::path& keys = {},
+                            const std::vector<std::string>& extra = {}) {
   lr::SpawnOptions s;
   s.program = std::string(LONGHAUL_BIN_DIR) + "/longhaul-agent";
   s.log_file = dir / (region + "-agent.log");
@@ -45,6 +46,7 @@ lr::ChildProcess StartAgent(const std::string& region, const FakeOrchestrator& o
     s.args.insert(s.args.end(), {"--key", (keys / (region + ".key")).string(), "--orchestrator-public-key",
                                  (keys / "orchestrator.pub").string(), "--allowlist", (keys / "allowed").string()});
   }
+  s.args.insert(s.args.end(), extra.begin(), extra.end());
   auto child = lr::ChildProcess::Spawn(s);
   REQUIRE(child.ok());
   return std::move(*child);
@@ -122,22 +124,23 @@ std::function<bool(const FakeOrchestrator::Incoming&)> Body(v1::ControlMessage::
   };
 }
 
-// Pids of the agent's children named longhaul-worker.
-std::vector<pid_t> WorkerPids(pid_t agent) {
+// Pids of the agent's children named `name`.
+std::vector<pid_t> ChildPids(pid_t agent, const std::string& name) {
   std::vector<pid_t> pids;
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string pid = e.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
     std::ifstream stat(e.path() / "stat");
     std::string line;
     std::getline(stat, line);
     const auto close = line.rfind(')');
-    if (close == std::string::npos || line.find("(longhaul-worker") == std::string::npos) continue;
+    // comm is the first 15 characters of the program name
+    if (close == std::string::npos || line.find("(" + name.substr(0, 15) + ")") == std::string::npos) continue;
     std::istringstream rest(line.substr(close + 2));
     char state;
     pid_t ppid;
     rest >> state >> ppid;
-    if (ppid == agent) pids.push_back(std::stoi(name));
+    if (ppid == agent) pids.push_back(std::stoi(pid));
   }
   return pids;
 }
@@ -247,7 +250,7 @@ TEST_CASE("region_agent: agent a killed worker makes the region unhealthy and th
   ghost.add_shard_endpoints("tcp://127.0.0.1:9");
   orch.Send("eu", Start("j1", 1, 1, {ready->msg.job_ready().endpoint(), ghost}));
   std::this_thread::sleep_for(300ms);
-  auto pids = WorkerPids(agent.pid());
+  auto pids = ChildPids(agent.pid(), "longhaul-worker");
   REQUIRE(pids.size() == 1);
   ::kill(pids[0], SIGKILL);
   // The round in flight fails at once (not at the collective deadline), naming the worker.
@@ -272,7 +275,7 @@ TEST_CASE("region_agent: agent a killed worker makes the region unhealthy and th
 
   orch.Send("eu", Wrap(TinyJob("j2", "eu", 0, 1, 1)));
   REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kJobReady), 30s));
-  auto j2 = WorkerPids(agent.pid());
+  auto j2 = ChildPids(agent.pid(), "longhaul-worker");
   REQUIRE(j2.size() == 1);
   CHECK(!agent.Poll());
   agent.Signal(SIGTERM);
@@ -443,5 +446,44 @@ TEST_CASE("region_agent: agent CURVE on the control plane and the WAN, keys name
     agent->Signal(SIGTERM);
     REQUIRE(agent->WaitExit(longhaul::DeadlineAfter(10s)));
   }
+  if (!std::getenv("LONGHAUL_KEEP_TEST_DIRS")) std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("region_agent: agent with --wan-rate-mbit puts a link emulator in front of each worker", "[agent]") {
+  FakeOrchestrator orch;
+  const auto dir = TempDir("linkem");
+  const std::vector<std::string> wan = {"--wan-rate-mbit", "200", "--wan-delay-ms", "2", "--wan-jitter-ms", "1"};
+  auto a = StartAgent("eu", orch, 1, dir, {}, wan);
+  auto b = StartAgent("us", orch, 1, dir, {}, wan);
+  REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion, "eu"), 10s));
+  if (!orch.knows("us")) REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion, "us"), 10s));
+  orch.Send("eu", Wrap(TinyJob("job", "eu", 0, 2, 1)));
+  orch.Send("us", Wrap(TinyJob("job", "us", 1, 2, 1)));
+  std::map<std::string, v1::PeerEndpoint> endpoints;
+  while (endpoints.size() < 2) {
+    auto ready = orch.WaitFor(Body(v1::ControlMessage::kJobReady), 60s);
+    REQUIRE(ready);
+    endpoints[ready->region] = ready->msg.job_ready().endpoint();
+  }
+  CHECK(ChildPids(a.pid(), "longhaul-linkem").size() == 1);
+  auto start = Start("job", 1, 1, {endpoints["eu"], endpoints["us"]});
+  orch.Send("eu", start);
+  orch.Send("us", start);
+  std::map<std::string, v1::RoundReport> reports;
+  while (reports.size() < 2) {
+    auto r = orch.WaitFor(Body(v1::ControlMessage::kRoundReport), 60s);
+    REQUIRE(r);
+    reports[r->region] = r->msg.round_report();
+  }
+  INFO(reports["eu"].error().message() << " | " << reports["us"].error().message());
+  CHECK(reports["eu"].ok());
+  CHECK(reports["eu"].param_hash() == reports["us"].param_hash());
+  const auto linkems = ChildPids(a.pid(), "longhaul-linkem");
+  for (auto* agent : {&a, &b}) {
+    agent->Signal(SIGTERM);
+    REQUIRE(agent->WaitExit(longhaul::DeadlineAfter(10s)));
+    CHECK(agent->DescribeExit() == "exited with status 0");
+  }
+  for (pid_t p : linkems) CHECK(::kill(p, 0) != 0);  // stopped with the agent
   if (!std::getenv("LONGHAUL_KEEP_TEST_DIRS")) std::filesystem::remove_all(dir);
 }
