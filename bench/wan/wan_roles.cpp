@@ -1,0 +1,81 @@
+#include "wan_roles.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "longhaul/wan_transport/endpoint.h"
+
+namespace longhaul::bench {
+namespace {
+
+using namespace wan_transport;
+namespace fs = std::filesystem;
+
+Result<WanOptions> Options(const RoleOptions& o, const std::string& self, const std::string& other) {
+  WanOptions w;
+  w.job_id = "bench";
+  w.encryption = o.encryption;
+  w.connections_per_peer = o.streams;
+  w.max_inflight_bytes = size_t{512} << 20;
+  w.max_message_bytes = size_t{8} << 30;
+  w.timeouts.link_io = std::chrono::seconds(30);
+  LONGHAUL_ASSIGN_OR_RETURN(w.keys, LoadKeyPair(fs::path(o.dir) / (self + ".key")));
+  LONGHAUL_ASSIGN_OR_RETURN(std::string peer, LoadPublicKey(fs::path(o.dir) / (other + ".pub")));
+  w.allowlist = Allowlist::Of({peer});
+  return w;
+}
+
+int Fail(const Status& s) {
+  std::printf("error %s\n", s.ToString().c_str());
+  std::fflush(stdout);
+  return 1;
+}
+
+}  // namespace
+
+int RunReceiver(const RoleOptions& o) {
+  auto w = Options(o, "recv", "send");
+  if (!w.ok()) return Fail(w.status());
+  auto send_pub = LoadPublicKey(fs::path(o.dir) / "send.pub");
+  auto ep = WanEndpoint::Bind(o.bind, *w);
+  if (!ep.ok()) return Fail(ep.status());
+  std::printf("endpoint %s\n", (*ep)->endpoint().c_str());
+  std::fflush(stdout);
+  GroupSpec spec{"bench", 1, 1, 0, {{(*ep)->endpoint(), w->keys.public_key}, {"tcp://0.0.0.0:1", *send_pub}}};
+  auto link = (*ep)->Join(spec);
+  if (!link.ok()) return Fail(link.status());
+  auto got = (*link)->Recv(1, 0, DeadlineAfter(std::chrono::seconds(120)));
+  if (!got.ok()) return Fail(got.status());
+  std::printf("received %zu\n", got->size());
+  std::fflush(stdout);
+  return 0;
+}
+
+int RunSender(const RoleOptions& o) {
+  auto w = Options(o, "send", "recv");
+  if (!w.ok()) return Fail(w.status());
+  auto ep = WanEndpoint::Bind("0.0.0.0:0", *w);
+  if (!ep.ok()) return Fail(ep.status());
+  auto recv_pub = LoadPublicKey(fs::path(o.dir) / "recv.pub");
+  GroupSpec spec{"bench", 1, 1, 1, {{o.to, *recv_pub}, {(*ep)->endpoint(), w->keys.public_key}}};
+  auto link = (*ep)->Join(spec);
+  if (!link.ok()) return Fail(link.status());
+  // Warm up the connections (CURVE handshakes) so the timing is the transfer alone.
+  auto deadline = DeadlineAfter(std::chrono::seconds(120));
+  std::vector<std::byte> small(1);
+  Status s = (*link)->Send(0, 1, small, deadline);
+  if (s.ok()) s = (*ep)->Flush(deadline);
+  if (!s.ok()) return Fail(s);
+  std::vector<std::byte> data(o.bytes, std::byte{0x5a});
+  auto t0 = std::chrono::steady_clock::now();
+  s = (*link)->Send(0, 0, data, deadline);
+  if (s.ok()) s = (*ep)->Flush(deadline);
+  if (!s.ok()) return Fail(s);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("seconds %.6f\n", secs);
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace longhaul::bench

@@ -1,0 +1,307 @@
+// bench_wan_throughput: goodput of the WAN data plane (CURVE on, K connections)
+// next to iperf3 with the same stream count over the same path, as ratios:
+//   (a) loopback (also with encryption off: the cost of CURVE)
+//   (b) longhaul-linkem at 100 Mbit/s and 1 Gbit/s with 20 and 80 ms RTT
+//   (c) a veth pair between two network namespaces (lhbench-*), tbf on both ends
+// Targets: goodput >= 0.9x iperf3; time for S bytes <= 1.15x (S/rate + RTT).
+// Internal roles (--role recv|send) are the two processes of one transfer.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "longhaul/wan_transport/curve.h"
+#include "longhaul/wan_transport/link_emulator.h"
+#include "wan_roles.h"
+
+namespace fs = std::filesystem;
+using namespace longhaul;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string g_self;
+
+// A child process with stdout piped; killed and reaped on destruction.
+class Proc {
+ public:
+  explicit Proc(std::vector<std::string> argv) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(fds[1], 1);
+      int devnull = ::open("/dev/null", O_WRONLY);
+      ::dup2(devnull, 2);
+      std::vector<char*> a;
+      for (auto& s : argv) a.push_back(s.data());
+      a.push_back(nullptr);
+      ::execvp(a[0], a.data());
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    fd_ = fds[0];
+  }
+  ~Proc() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (fd_ >= 0) ::close(fd_);
+  }
+  // Reads until a line starting with prefix (rest returned) or timeout/EOF.
+  std::optional<std::string> Expect(const std::string& prefix, std::chrono::seconds timeout) {
+    auto end = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < end) {
+      size_t nl;
+      while ((nl = buf_.find('\n')) != std::string::npos) {
+        std::string line = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        if (line.rfind(prefix, 0) == 0) return line.substr(prefix.size());
+        if (line.rfind("error", 0) == 0) std::fprintf(stderr, "  child: %s\n", line.c_str());
+      }
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 200) <= 0) continue;
+      char tmp[65536];
+      ssize_t n = ::read(fd_, tmp, sizeof tmp);
+      if (n <= 0) return std::nullopt;
+      buf_.append(tmp, static_cast<size_t>(n));
+    }
+    return std::nullopt;
+  }
+  std::string ReadAll(std::chrono::seconds timeout) {
+    auto end = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < end) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 200) <= 0) continue;
+      char tmp[65536];
+      ssize_t n = ::read(fd_, tmp, sizeof tmp);
+      if (n <= 0) break;
+      buf_.append(tmp, static_cast<size_t>(n));
+    }
+    return buf_;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  std::string buf_;
+};
+
+std::vector<std::string> In(const std::string& ns, std::vector<std::string> cmd) {
+  if (ns.empty()) return cmd;
+  std::vector<std::string> out = {"ip", "netns", "exec", ns};
+  out.insert(out.end(), cmd.begin(), cmd.end());
+  return out;
+}
+
+struct Path {
+  std::string name;
+  double rate_bytes = 0;  // 0 = unknown (loopback)
+  double rtt_s = 0;
+  int streams = 4;
+  size_t bytes = 0;
+  bool encryption = true;
+  std::string recv_ns, send_ns, recv_ip = "127.0.0.1";
+  std::unique_ptr<wan_transport::LinkEmulator> (*relay)(const Path&, const std::string& target) = nullptr;
+};
+
+std::unique_ptr<wan_transport::LinkEmulator> Linkem(const Path& p, const std::string& target) {
+  wan_transport::LinkEmulatorOptions o;
+  o.forward = target;
+  o.rate_bytes_per_second = p.rate_bytes;
+  o.delay = std::chrono::microseconds(static_cast<long>(p.rtt_s / 2 * 1e6));
+  auto e = wan_transport::LinkEmulator::Start(o);
+  if (!e.ok()) {
+    std::fprintf(stderr, "linkem: %s\n", e.status().ToString().c_str());
+    return nullptr;
+  }
+  return std::move(*e);
+}
+
+// Seconds to move p.bytes through the WAN data plane, or nullopt.
+std::optional<double> RunWan(const Path& p, const std::string& dir) {
+  std::vector<std::string> common = {"--dir", dir, "--bytes", std::to_string(p.bytes), "--streams", std::to_string(p.streams)};
+  if (!p.encryption) common.push_back("--no-encryption");
+  auto recv_cmd = In(p.recv_ns, {g_self, "--role", "recv", "--bind", p.recv_ip + ":0"});
+  recv_cmd.insert(recv_cmd.end(), common.begin(), common.end());
+  Proc recv(recv_cmd);
+  auto ep = recv.Expect("endpoint ", 10s);
+  if (!ep) return std::nullopt;
+  std::string target = *ep;
+  std::unique_ptr<wan_transport::LinkEmulator> relay;
+  if (p.relay) {
+    relay = p.relay(p, target.substr(6));  // strip tcp://
+    if (!relay) return std::nullopt;
+    target = "tcp://" + relay->listen_address();
+  }
+  auto send_cmd = In(p.send_ns, {g_self, "--role", "send", "--to", target});
+  send_cmd.insert(send_cmd.end(), common.begin(), common.end());
+  Proc send(send_cmd);
+  auto secs = send.Expect("seconds ", 120s);
+  if (!secs || !recv.Expect("received ", 10s)) return std::nullopt;
+  return std::stod(*secs);
+}
+
+// iperf3 goodput (bytes/s, receiver side) with the same stream count.
+std::optional<double> RunIperf(const Path& p, int seconds) {
+  int port = 20000 + static_cast<int>(std::random_device{}() % 20000);
+  Proc server(In(p.recv_ns, {"iperf3", "-s", "-1", "-B", p.recv_ip, "-p", std::to_string(port)}));
+  std::this_thread::sleep_for(300ms);
+  std::string host = p.recv_ip;
+  int cport = port;
+  std::unique_ptr<wan_transport::LinkEmulator> relay;
+  if (p.relay) {
+    relay = p.relay(p, p.recv_ip + ":" + std::to_string(port));
+    if (!relay) return std::nullopt;
+    cport = relay->port();
+  }
+  Proc client(In(p.send_ns, {"iperf3", "-c", host, "-p", std::to_string(cport), "-P", std::to_string(p.streams), "-t",
+                             std::to_string(seconds), "-J"}));
+  std::string out = client.ReadAll(std::chrono::seconds(seconds + 20));
+  try {
+    auto j = nlohmann::json::parse(out);
+    return j["end"]["sum_received"]["bits_per_second"].get<double>() / 8;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "iperf3 output not understood: %s\n", e.what());
+    return std::nullopt;
+  }
+}
+
+int Sh(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()); }
+
+void TeardownNetns() {
+  Sh("ip netns del lhbench-a");
+  Sh("ip netns del lhbench-b");
+}
+
+bool SetupNetns(double rate_mbit) {
+  TeardownNetns();
+  std::string r = std::to_string(static_cast<int>(rate_mbit)) + "mbit";
+  const char* steps[] = {
+      "ip netns add lhbench-a", "ip netns add lhbench-b",
+      "ip link add lhbench-va type veth peer name lhbench-vb",
+      "ip link set lhbench-va netns lhbench-a", "ip link set lhbench-vb netns lhbench-b",
+      "ip -n lhbench-a addr add 10.213.7.1/24 dev lhbench-va", "ip -n lhbench-b addr add 10.213.7.2/24 dev lhbench-vb",
+      "ip -n lhbench-a link set lhbench-va up", "ip -n lhbench-b link set lhbench-vb up",
+      "ip -n lhbench-a link set lo up", "ip -n lhbench-b link set lo up"};
+  for (const char* s : steps) {
+    if (Sh(s) != 0) {
+      std::fprintf(stderr, "netns setup failed at: %s\n", s);
+      return false;
+    }
+  }
+  // tbf shapes egress only: both ends, for a symmetric link.
+  for (std::string side : {"a", "b"}) {
+    if (Sh("ip netns exec lhbench-" + side + " tc qdisc add dev lhbench-v" + side + " root tbf rate " + r +
+           " burst 256kb latency 50ms") != 0) {
+      std::fprintf(stderr, "tbf setup failed\n");
+      return false;
+    }
+  }
+  return true;
+}
+
+int Orchestrate(bool quick, int only) {
+  auto dir = fs::temp_directory_path() / ("lhbench_keys_" + std::to_string(::getpid()));
+  for (const char* who : {"recv", "send"}) {
+    auto k = wan_transport::GenerateCurveKeyPair();
+    if (!k.ok() || !wan_transport::WriteKeyPair(dir, who, *k).ok()) {
+      std::fprintf(stderr, "cannot write bench keys in %s\n", dir.c_str());
+      return 1;
+    }
+  }
+  const size_t MiB = size_t{1} << 20;
+  std::vector<Path> paths;
+  paths.push_back({"loopback, CURVE", 0, 0, 2, (quick ? 64 : 256) * MiB});
+  paths.push_back({"loopback, no encryption", 0, 0, 2, (quick ? 64 : 256) * MiB, false});
+  for (double mbit : {100.0, 1000.0}) {
+    for (double rtt_ms : {20.0, 80.0}) {
+      Path p{"linkem " + std::to_string(static_cast<int>(mbit)) + " Mbit/s, RTT " + std::to_string(static_cast<int>(rtt_ms)) + " ms",
+             mbit * 1e6 / 8, rtt_ms / 1000, 4};
+      p.bytes = static_cast<size_t>(p.rate_bytes * (quick ? 1.5 : 3.0));
+      p.relay = &Linkem;
+      paths.push_back(p);
+    }
+  }
+  bool have_netns = only < 0 || only >= static_cast<int>(paths.size()) ? SetupNetns(500) : false;
+  if (have_netns) {
+    Path p{"netns veth + tbf 500 Mbit/s", 500e6 / 8, 0, 4};
+    p.bytes = static_cast<size_t>(p.rate_bytes * (quick ? 1.5 : 3.0));
+    p.recv_ns = "lhbench-b";
+    p.send_ns = "lhbench-a";
+    p.recv_ip = "10.213.7.2";
+    paths.push_back(p);
+  }
+
+  std::printf("%-34s %3s %9s %11s %11s %7s %9s %9s %7s\n", "path", "K", "MiB", "wan MB/s", "iperf3 MB/s", "ratio",
+              "time s", "ideal s", "t/ideal");
+  std::fflush(stdout);
+  int failures = 0;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const Path& p = paths[i];
+    if (only >= 0 && static_cast<int>(i) != only) continue;
+    auto secs = RunWan(p, dir.string());
+    auto iperf = RunIperf(p, quick ? 2 : 3);
+    double good = secs ? static_cast<double>(p.bytes) / *secs : 0;
+    std::string ideal = "-", over = "-";
+    if (p.rate_bytes > 0 && secs) {
+      double t_ideal = static_cast<double>(p.bytes) / p.rate_bytes + p.rtt_s;
+      ideal = std::to_string(t_ideal).substr(0, 6);
+      over = std::to_string(*secs / t_ideal).substr(0, 5);
+    }
+    std::printf("%-34s %3d %9.1f %11.1f %11.1f %7.2f %9.3f %9s %7s\n", p.name.c_str(), p.streams,
+                static_cast<double>(p.bytes) / MiB, good / 1e6, iperf ? *iperf / 1e6 : 0.0,
+                (iperf && *iperf > 0) ? good / *iperf : 0.0, secs ? *secs : 0.0, ideal.c_str(), over.c_str());
+    std::fflush(stdout);
+    if (!secs || !iperf) ++failures;
+  }
+  if (!have_netns) std::printf("(c) skipped: could not create network namespaces (needs root and iproute2)\n");
+  TeardownNetns();
+  fs::remove_all(dir);
+  std::printf("targets: ratio >= 0.90 (goodput vs iperf3, same path, same stream count); t/ideal <= 1.15 where ideal = S/rate + RTT\n");
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bench_wan_throughput - WAN data-plane goodput next to iperf3"};
+  std::string role;
+  bench::RoleOptions ro;
+  bool no_encryption = false, quick = false;
+  app.add_option("--role", role, "internal: recv | send")->check(CLI::IsMember({"recv", "send"}));
+  app.add_option("--dir", ro.dir, "internal: key directory");
+  app.add_option("--bind", ro.bind, "internal: receiver bind IP:0");
+  app.add_option("--to", ro.to, "internal: sender target tcp://IP:PORT");
+  app.add_option("--bytes", ro.bytes, "internal: message size");
+  app.add_option("--streams", ro.streams, "internal: connections per peer");
+  app.add_flag("--no-encryption", no_encryption, "internal: CURVE off");
+  int only = -1;
+  app.add_option("--only", only, "run only path number N (0-based, in table order)");
+  app.add_flag("--quick", quick, "smaller transfers and shorter iperf3 runs");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "bench_wan_throughput: %s\n", e.what());
+    return 2;
+  }
+  ro.encryption = !no_encryption;
+  if (role == "recv") return bench::RunReceiver(ro);
+  if (role == "send") return bench::RunSender(ro);
+  g_self = fs::canonical("/proc/self/exe").string();
+  ::signal(SIGPIPE, SIG_IGN);
+  return Orchestrate(quick, only);
+}
