@@ -1,11 +1,28 @@
 #include "longhaul/wan_transport/chunking.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstring>
 
 #include "longhaul/common/checksum.h"
 
 namespace longhaul::wan_transport {
+
+std::vector<std::byte> AllocateTransferBuffer(size_t n, std::span<const std::byte> from) {
+  std::vector<std::byte> v;
+  v.reserve(n);
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  if (n >= 2 * kHuge) {
+    // Advise the whole huge-page-aligned interior before anything touches it.
+    auto begin = (reinterpret_cast<uintptr_t>(v.data()) + kHuge - 1) & ~(kHuge - 1);
+    auto end = (reinterpret_cast<uintptr_t>(v.data()) + n) & ~(kHuge - 1);
+    if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+  }
+  if (from.empty()) v.resize(n);
+  else v.assign(from.begin(), from.end());
+  return v;
+}
 
 std::vector<ChunkSpan> PlanChunks(uint64_t total_bytes, size_t stride) {
   std::vector<ChunkSpan> out;
@@ -32,7 +49,7 @@ void FillChunkHeader(const ChunkSpan& chunk, uint64_t total_bytes, uint32_t chun
 Reassembly::Reassembly(uint64_t total_bytes, uint32_t chunk_count, std::span<std::byte> dest)
     : total_bytes_(total_bytes), chunk_count_(chunk_count), dest_(dest), have_(chunk_count, false) {
   if (dest_.empty() && total_bytes_ > 0) {
-    owned_.resize(total_bytes_);
+    owned_ = AllocateTransferBuffer(total_bytes_);
     dest_ = owned_;
   }
 }

@@ -25,6 +25,11 @@ struct ChunkSpan {
   uint32_t index = 0;
 };
 
+// A buffer of n bytes (copied from `from` when given). Large buffers are backed by
+// transparent huge pages where the kernel allows it: first-touch page faults
+// otherwise dominate moving hundreds of MiB on a VM.
+std::vector<std::byte> AllocateTransferBuffer(size_t n, std::span<const std::byte> from = {});
+
 // The chunks of a transfer of total_bytes with the given stride (> 0).
 std::vector<ChunkSpan> PlanChunks(uint64_t total_bytes, size_t stride);
 
