@@ -50,7 +50,8 @@ struct RealCluster {
     p->Start({kBin + "/longhaul-agent", "--region", region, "--orchestrator", ep.control, "--orchestrator-public-key",
               (dir / "keys/orchestrator.pub").string(), "--key", (dir / "keys" / (region + ".key")).string(),
               "--workers", "1", "--data-host", "127.0.0.1", "--work-dir", (dir / region).string(), "--metrics",
-              "127.0.0.1:0", "--allowlist", (dir / "keys/allow").string(), "--bin-dir", kBin},
+              "127.0.0.1:0", "--allowlist", (dir / "keys/allow").string(), "--bin-dir", kBin,
+              "--collective-timeout-s", "15"},  // survivors of a killed peer give up in seconds
              dir / (region + ".log"));
     agents[region] = std::move(p);
   }
@@ -176,4 +177,21 @@ TEST_CASE("e2e: the orchestrator is SIGKILLed and restarted mid-job; the job res
   auto rounds = c.Rounds(job);
   REQUIRE(rounds.size() == 8);
   for (uint32_t i = 0; i < 8; ++i) CHECK(rounds[i].round == i + 1);
+}
+
+TEST_CASE("e2e: longhaul demo runs both policies, prints the table and leaves nothing behind", "[e2e]") {
+  auto demo_dirs = [] {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator("/tmp"))
+      n += e.path().filename().string().rfind("longhaul-demo-", 0) == 0 ? 1 : 0;
+    return n;
+  };
+  const int before = demo_dirs();
+  std::string out;
+  const int code = RunCommand(kBin + "/longhaul demo --no-wan-emulation --rounds 2 --inner-steps 5", &out);
+  INFO(out);
+  CHECK(code == 0);
+  CHECK_THAT(out, Catch::Contains("DiLoCo H=5 int8") && Catch::Contains("fully synchronous (fp32)") &&
+                      Catch::Contains("succeeded") && Catch::Contains("fewer WAN bytes"));
+  CHECK(demo_dirs() <= before);
 }
