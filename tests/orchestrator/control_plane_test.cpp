@@ -108,7 +108,7 @@ struct Cluster {
 
 }  // namespace
 
-TEST_CASE("a 3-region job runs to completion through the real orchestrator; CLI and /metrics show it",
+TEST_CASE("a 3-region job runs to completion through the real orchestrator, CLI and /metrics show it",
           "[control_plane]") {
   Cluster c("cp-finish");
   c.StartOrchestrator();

@@ -138,7 +138,7 @@ TEST_CASE("e2e: a 3-region DiLoCo job on real agents and workers finishes", "[e2
   for (const auto& r : rounds) CHECK(r.participants.size() == 3);
 }
 
-TEST_CASE("e2e: an agent killed mid-round; the job continues with two and replicas stay identical", "[e2e]") {
+TEST_CASE("e2e: an agent killed mid-round, the job continues with two and replicas stay identical", "[e2e]") {
   RealCluster c("e2e-kill");
   c.StartOrchestrator();
   for (const auto& r : kRegions) c.StartAgent(r);
@@ -161,7 +161,7 @@ TEST_CASE("e2e: an agent killed mid-round; the job continues with two and replic
   CHECK(retried);
 }
 
-TEST_CASE("e2e: the orchestrator is SIGKILLed and restarted mid-job; the job resumes", "[e2e]") {
+TEST_CASE("e2e: the orchestrator is SIGKILLed and restarted mid-job, the job resumes", "[e2e]") {
   RealCluster c("e2e-restart");
   c.StartOrchestrator();
   const std::string port = c.ep.control.substr(c.ep.control.rfind(':') + 1);

@@ -165,7 +165,7 @@ std::string StartJob(Rig& rig, uint32_t rounds) {
 
 }  // namespace
 
-TEST_CASE("a job runs through its rounds; a silent region is dropped, the round retried and the region readmitted",
+TEST_CASE("a job runs through its rounds, a silent region is dropped, the round retried and the region readmitted",
           "[orchestrator]") {
   Rig rig("flow");
   const std::string job = StartJob(rig, 4);
@@ -307,7 +307,7 @@ TEST_CASE("requests the orchestrator cannot serve are answered with errors", "[o
   CHECK_FALSE(sent[0].msg.register_reply().accepted());
 }
 
-TEST_CASE("a job whose region rejects it fails with the region's reason; cancel stops a job", "[orchestrator]") {
+TEST_CASE("a job whose region rejects it fails with the region's reason, cancel stops a job", "[orchestrator]") {
   Rig rig("reject");
   for (auto& [r, id] : kAll) {
     rig.Register(r, id);
