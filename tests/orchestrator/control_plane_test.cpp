@@ -134,6 +134,10 @@ TEST_CASE("a 3-region job runs to completion through the real orchestrator, CLI 
   CHECK(RunCommand(kBin + "/longhaul" + c.CliFlags() + " --output json jobs", &out) == 0);
   CHECK_THAT(out, Catch::Contains(job));
   out.clear();
+  CHECK(RunCommand(kBin + "/longhaul" + c.CliFlags() + " --output json status " + job + " --watch --interval-s 0.1",
+                   &out) == 0);  // --watch returns once the job has ended, 0 when it succeeded
+  CHECK_THAT(out, Catch::Contains("\"round\":5"));
+  out.clear();
   CHECK(RunCommand(kBin + "/longhaul" + c.CliFlags() + " status job-424242", &out) == 1);
   CHECK_THAT(out, Catch::Contains("unknown job 'job-424242'"));
 

@@ -133,6 +133,8 @@ TEST_CASE("e2e: a 3-region DiLoCo job on real agents and workers finishes", "[e2
   CHECK(st.val_loss() > 0);
   CHECK(st.wan_bytes() > 0);
   CHECK_FALSE(st.param_hash().empty());
+  CHECK(st.loss_floor() > 0);  // from the agents' JobFacts
+  CHECK(st.val_loss() > st.loss_floor());
   auto rounds = c.Rounds(job);
   REQUIRE(rounds.size() == 3);
   for (const auto& r : rounds) CHECK(r.participants.size() == 3);
