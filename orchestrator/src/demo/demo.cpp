@@ -40,8 +40,12 @@ Status MakeKeys(const fs::path& dir, const DemoOptions& o) {
   auto gen = [&](const std::string& name, bool control, bool wan) -> Status {
     LONGHAUL_ASSIGN_OR_RETURN(auto keys, GenerateFileSafeKeyPair());
     LONGHAUL_RETURN_IF_ERROR(wan_transport::WriteKeyPair(dir, name, keys));
-    if (control) LONGHAUL_RETURN_IF_ERROR(wan_transport::WriteKeyPair(dir / "control-allow", name, keys));
-    if (wan) LONGHAUL_RETURN_IF_ERROR(wan_transport::WriteKeyPair(dir / "wan-allow", name, keys));
+    // Allowlist folders hold public keys only, named <region>.pub (workers look
+    // their peers' keys up by region name there).
+    std::error_code ec;
+    if (control) fs::copy_file(dir / (name + ".pub"), dir / "control-allow" / (name + ".pub"), ec);
+    if (!ec && wan) fs::copy_file(dir / (name + ".pub"), dir / "wan-allow" / (name + ".pub"), ec);
+    if (ec) return Internal("cannot write the allowlist entry of " + name + ": " + ec.message());
     return Status::Ok();
   };
   LONGHAUL_RETURN_IF_ERROR(gen("orchestrator", false, false));
