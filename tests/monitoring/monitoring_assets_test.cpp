@@ -4,6 +4,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -38,4 +41,48 @@ TEST_CASE("Every Grafana dashboard is valid JSON whose panels query longhaul met
     }
   }
   REQUIRE(dashboards >= 1);
+}
+
+namespace {
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Every metric family name some longhaul process registers ("longhaul_..." in the sources).
+std::set<std::string> ExportedMetricNames() {
+  std::set<std::string> names;
+  const std::regex quoted("\"(longhaul_[a-z0-9_]+)\"");
+  for (const char* component : {"orchestrator", "region_agent", "wan_transport"}) {
+    for (const auto& e : fs::recursive_directory_iterator(fs::path(LONGHAUL_SOURCE_DIR) / component)) {
+      if (e.path().extension() != ".cpp" && e.path().extension() != ".h") continue;
+      const std::string text = ReadFile(e.path());
+      for (std::sregex_iterator it(text.begin(), text.end(), quoted), end; it != end; ++it) names.insert((*it)[1]);
+    }
+  }
+  return names;
+}
+}  // namespace
+
+TEST_CASE("Dashboards and alerts query only metrics that longhaul exports", "[monitoring]") {
+  const auto exported = ExportedMetricNames();
+  REQUIRE(exported.count("longhaul_rounds_committed_total") == 1);
+  const fs::path root(LONGHAUL_SOURCE_DIR);
+  const std::regex used("longhaul_[a-z0-9_]+");
+  int checked = 0;
+  for (const fs::path& file : {root / "monitoring/dashboards/longhaul-overview.json", root / "monitoring/prometheus/alerts.yml"}) {
+    const std::string text = ReadFile(file);
+    for (std::sregex_iterator it(text.begin(), text.end(), used), end; it != end; ++it) {
+      std::string name = it->str();
+      for (const char* suffix : {"_bucket", "_sum", "_count"})
+        if (name.ends_with(suffix) && !exported.count(name)) name.resize(name.size() - std::string(suffix).size());
+      if (name == "longhaul_orchestrator" || name == "longhaul_overview" || name == "longhaul_") continue;  // job/uid names
+      INFO(file << ": " << name);
+      REQUIRE(exported.count(name) == 1);
+      ++checked;
+    }
+  }
+  REQUIRE(checked >= 10);
 }
