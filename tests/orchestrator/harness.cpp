@@ -26,7 +26,7 @@ fs::path MakeTempDir(const std::string& tag) {
 void MakeKeys(const fs::path& dir, const std::vector<std::string>& names, const std::vector<std::string>& allowed) {
   fs::create_directories(dir / "allow");
   for (const auto& n : names) {
-    auto keys = orchestrator::GenerateFileSafeKeyPair().value();
+    auto keys = wan_transport::GenerateCurveKeyPair().value();
     if (!wan_transport::WriteKeyPair(dir, n, keys).ok()) throw std::runtime_error("cannot write keys " + n);
     for (const auto& a : allowed)
       if (a == n) fs::copy_file(dir / (n + ".pub"), dir / "allow" / (n + ".pub"));  // public keys only

@@ -151,3 +151,24 @@ TEST_CASE("a CURVE ROUTER with an allowlist admits allowlisted clients only") {
   CHECK((*zap)->rejected() >= 1);
   CHECK((*zap)->accepted() >= 1);
 }
+
+TEST_CASE("keys containing '#' survive key files and allowlists") {
+  // '#' is a Z85 character: about half of random key pairs contain one.
+  int with_hash = 0;
+  for (int i = 0; i < 200 && with_hash < 20; ++i) {
+    CurveKeyPair keys = NewKeys();
+    if (keys.public_key.find('#') == std::string::npos && keys.secret_key.find('#') == std::string::npos) continue;
+    ++with_hash;
+    TempDir dir;
+    REQUIRE(WriteKeyPair(dir.path, "r", keys).ok());
+    auto loaded = LoadKeyPair(dir.path / "r.key");
+    REQUIRE(loaded.ok());
+    CHECK(loaded->secret_key == keys.secret_key);
+    auto list = Allowlist::Load(dir.path / "r.pub");
+    REQUIRE(list.ok());
+    CHECK(list->Contains(keys.public_key));
+  }
+  REQUIRE(with_hash == 20);
+  // Z85 never starts a 32-byte key with '#' (the first digit of a 32-bit group
+  // is at most 82, '#' is digit 84), so "name = key  # comment" stays unambiguous.
+}

@@ -134,20 +134,12 @@ int CliRegions(const CliContext& ctx) {
   return kExitOk;
 }
 
-Result<wan_transport::CurveKeyPair> GenerateFileSafeKeyPair() {
-  for (int attempt = 0; attempt < 1000; ++attempt) {
-    LONGHAUL_ASSIGN_OR_RETURN(auto keys, wan_transport::GenerateCurveKeyPair());
-    if (keys.public_key.find('#') == std::string::npos && keys.secret_key.find('#') == std::string::npos) return keys;
-  }
-  return Internal("could not generate a key pair without '#' in 1000 attempts");
-}
-
 int CliKeysGen(const CliContext& ctx, const std::string& dir, const std::string& name) {
   if (name.empty() || name.find('/') != std::string::npos) {
     Err(ctx) << "longhaul: --name must be a plain file name, got '" << name << "'\n";
     return kExitUsage;
   }
-  auto keys = GenerateFileSafeKeyPair();
+  auto keys = wan_transport::GenerateCurveKeyPair();
   if (!keys.ok()) return ReportError(ctx, keys.status());
   Status w = wan_transport::WriteKeyPair(dir, name, *keys);
   if (!w.ok()) {

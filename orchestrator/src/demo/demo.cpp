@@ -38,7 +38,7 @@ struct DemoResult {
 Status MakeKeys(const fs::path& dir, const DemoOptions& o) {
   for (const auto& sub : {"control-allow", "wan-allow"}) fs::create_directories(dir / sub);
   auto gen = [&](const std::string& name, bool control, bool wan) -> Status {
-    LONGHAUL_ASSIGN_OR_RETURN(auto keys, GenerateFileSafeKeyPair());
+    LONGHAUL_ASSIGN_OR_RETURN(auto keys, wan_transport::GenerateCurveKeyPair());
     LONGHAUL_RETURN_IF_ERROR(wan_transport::WriteKeyPair(dir, name, keys));
     // Allowlist folders hold public keys only, named <region>.pub (workers look
     // their peers' keys up by region name there).

@@ -44,11 +44,6 @@ int CliCancel(const CliContext& ctx, const std::string& job_id);
 int CliRegions(const CliContext& ctx);
 int CliKeysGen(const CliContext& ctx, const std::string& dir, const std::string& name);
 
-// A CURVE key pair whose Z85 text contains no '#': key files and allowlists
-// treat '#' as the start of a comment, and Z85 uses '#', so such keys would not
-// survive a round trip through a file. Bounded retries.
-Result<wan_transport::CurveKeyPair> GenerateFileSafeKeyPair();
-
 // Rendering (cli_render.cpp).
 std::string RenderJobStatus(const v1::JobStatus& status, bool color);
 std::string RenderJobTable(const v1::JobList& jobs);
