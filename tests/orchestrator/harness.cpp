@@ -1,5 +1,7 @@
 #include "harness.h"
 
+#include "support/subprocess.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -92,25 +94,7 @@ std::string HttpGet(const std::string& url) {
   if (url.rfind(prefix, 0) != 0) return "";
   const auto slash = url.find('/', prefix.size());
   const int port = std::stoi(url.substr(prefix.size(), slash - prefix.size()));
-  const std::string path = slash == std::string::npos ? "/" : url.substr(slash);
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string body;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (::send(fd, req.data(), req.size(), 0) == static_cast<ssize_t>(req.size())) {
-      char buf[8192];
-      ssize_t n;
-      while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) body.append(buf, static_cast<size_t>(n));
-    }
-  }
-  ::close(fd);
-  return body;
+  return testing::HttpGet(port, slash == std::string::npos ? "/" : url.substr(slash)).value_or("");
 }
 
 FakeAgent::FakeAgent(FakeAgentOptions o) : o_(std::move(o)) {
