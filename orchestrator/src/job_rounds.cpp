@@ -86,6 +86,7 @@ void Orchestrator::StartAttempt(Job& job) {
   a.epoch = job.rec.epoch;
   a.participants = schedule.ring;
   a.joining = ms.joining;
+  a.replicas_identical = job.rec.spec.sync().kind() != "local";
   a.started = clock_.Now();
   a.deadline = a.started + options_.timeouts.round;
   a.predicted_comm_seconds = schedule.predicted_comm_seconds;

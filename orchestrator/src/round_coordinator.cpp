@@ -89,6 +89,12 @@ RoundDecision DecideRound(const RoundAttempt& a, Clock::TimePoint now, const std
   // 3. Everyone reported ok: commit only if every hash agrees.
   std::map<std::string, std::vector<std::string>> by_hash;
   for (const auto& [region, r] : a.reports) by_hash[r.param_hash()].push_back(region);
+  if (!a.replicas_identical) {
+    d.outcome = RoundOutcome::kCommit;
+    d.reason = Prefix(a) + "all " + std::to_string(a.participants.size()) +
+               " participants reported; local-only replicas are not compared";
+    return d;
+  }
   if (by_hash.size() != 1) {
     d.outcome = RoundOutcome::kAbort;
     d.kind = "hash_mismatch";

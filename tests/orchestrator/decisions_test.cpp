@@ -98,6 +98,19 @@ TEST_CASE("a round commits only when every participant reports the same hash", "
   CHECK(c.loss == Approx(2.0));
 }
 
+TEST_CASE("a local-only round commits without comparing hashes, after every report", "[round]") {
+  ManualClock clock;
+  RoundAttempt a = Attempt(clock);
+  a.replicas_identical = false;
+  a.reports["a"] = Report("a", "h1");
+  a.reports["b"] = Report("b", "h2");
+  CHECK(DecideRound(a, clock.Now(), {}).outcome == RoundOutcome::kWait);
+  a.reports["c"] = Report("c", "h3");
+  RoundDecision d = DecideRound(a, clock.Now(), {});
+  CHECK(d.outcome == RoundOutcome::kCommit);
+  CHECK_THAT(d.reason, Catch::Contains("not compared"));
+}
+
 TEST_CASE("a down participant or a passed deadline aborts the round and names who", "[round]") {
   ManualClock clock;
   RoundAttempt a = Attempt(clock);

@@ -28,6 +28,9 @@ struct RoundAttempt {
   uint64_t epoch = 0;
   std::vector<std::string> participants;  // ring order
   std::vector<std::string> joining;
+  // False for sync kind "local": regions never average, so their replicas differ
+  // by design and the round commits without hash agreement.
+  bool replicas_identical = true;
   Clock::TimePoint started{};
   Clock::TimePoint deadline{};
   double predicted_comm_seconds = 0;
