@@ -109,37 +109,59 @@ Status RegionReplica::Bootstrap(const RoundInputs& in, sync_policies::Collective
   return Status::Ok();
 }
 
-Status RegionReplica::SyncFragment(uint32_t f, sync_policies::CollectiveLink& link, RoundResult& result, double alpha) {
+Status RegionReplica::StartFragmentSync(uint32_t f, sync_policies::CollectiveLink& link) {
+  if (in_flight_) return Internal("fragment " + std::to_string(f) + " sent while fragment " +
+                                  std::to_string(in_flight_->fragment) + " is still in flight");
   const ShardPiece p = layout_.Piece(f);
   auto local = trainer_.model().params();
-  std::vector<float> delta(p.size());
-  for (size_t i = 0; i < delta.size(); ++i) delta[i] = theta_[p.begin + i] - local[p.begin + i];
-  const Status guard = guards_[f].Check(options_.region, delta);
+  InFlight flight;
+  flight.fragment = f;
+  flight.delta.resize(p.size());
+  for (size_t i = 0; i < flight.delta.size(); ++i) flight.delta[i] = theta_[p.begin + i] - local[p.begin + i];
+  const Status guard = guards_[f].Check(options_.region, flight.delta);
   LONGHAUL_ASSIGN_OR_RETURN(bool all_guarded, AllRanksOk(group_, guard.ok()));
   if (!guard.ok()) return guard;
   if (!all_guarded) return Aborted("another worker of region " + options_.region + " rejected its pseudo-gradient");
+  in_flight_ = std::move(flight);
+  InFlight* job = &*in_flight_;
+  const Deadline deadline = DeadlineAfter(options_.collective_timeout);
+  job->done = std::async(std::launch::async, [this, job, &link, deadline] {
+    return sync_policies::AllReduceMean(link, job->delta, options_.compression, deadline, &job->stats,
+                                        &feedback_[job->fragment]);
+  });
+  return Status::Ok();
+}
 
-  sync_policies::CollectiveStats stats;
+Status RegionReplica::FinishFragmentSync(RoundResult& result, double alpha) {
+  if (!in_flight_) return Internal("apply step without a fragment in flight");
   const auto t0 = SteadyClock::now();
-  const Status reduce = sync_policies::AllReduceMean(link, delta, options_.compression,
-                                                     DeadlineAfter(options_.collective_timeout), &stats, &feedback_[f]);
+  const Status reduce = in_flight_->done.get();
   result.comm_seconds += SecondsSince(t0);
-  result.wan_bytes_sent += stats.bytes_sent;
+  InFlight flight = std::move(*in_flight_);
+  in_flight_.reset();
+  const uint32_t f = flight.fragment;
+  result.wan_bytes_sent += flight.stats.bytes_sent;
   LONGHAUL_ASSIGN_OR_RETURN(bool all_reduced, AllRanksOk(group_, reduce.ok()));
   if (!reduce.ok()) return reduce.WithContext("cross-region all-reduce of fragment " + std::to_string(f));
   if (!all_reduced) return Aborted("another worker of region " + options_.region + " failed its cross-region all-reduce");
 
+  const ShardPiece p = layout_.Piece(f);
   std::vector<float> piece(theta_.begin() + static_cast<std::ptrdiff_t>(p.begin),
                            theta_.begin() + static_cast<std::ptrdiff_t>(p.end));
-  LONGHAUL_RETURN_IF_ERROR(outer_[f]->TryStep(piece, delta));
+  LONGHAUL_RETURN_IF_ERROR(outer_[f]->TryStep(piece, flight.delta));
   LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, f, piece, theta_));
   auto global = Sub(theta_, p.fragment_begin, p.fragment_end);
-  auto mine = local.subspan(p.fragment_begin, p.fragment_end - p.fragment_begin);
+  auto mine = trainer_.model().params().subspan(p.fragment_begin, p.fragment_end - p.fragment_begin);
   if (alpha == 0.0) {
     std::copy(global.begin(), global.end(), mine.begin());
     return Status::Ok();
   }
   return sync_policies::MixFragment(mine, global, alpha);
+}
+
+Status RegionReplica::SyncFragment(uint32_t f, sync_policies::CollectiveLink& link, RoundResult& result, double alpha) {
+  LONGHAUL_RETURN_IF_ERROR(StartFragmentSync(f, link));
+  return FinishFragmentSync(result, alpha);
 }
 
 Status RegionReplica::SyncStep(const std::vector<float>& before, sync_policies::CollectiveLink& link,
@@ -176,16 +198,25 @@ Result<RoundResult> RegionReplica::Run(const RoundInputs& in, sync_policies::Col
         if (action.kind == sync_policies::SyncAction::kGradientAllReduce) {
           LONGHAUL_RETURN_IF_ERROR(SyncStep(step_start, *link, result));
         } else if (action.kind == sync_policies::SyncAction::kOuterSync) {
-          LONGHAUL_RETURN_IF_ERROR(
-              SyncFragment(static_cast<uint32_t>(action.fragment), *link, result, schedule_->mixing_alpha()));
-        }  // kApplyFragment: already applied at kOuterSync (no overlap, see header)
+          LONGHAUL_RETURN_IF_ERROR(StartFragmentSync(static_cast<uint32_t>(action.fragment), *link));
+        } else if (action.kind == sync_policies::SyncAction::kApplyFragment) {
+          LONGHAUL_RETURN_IF_ERROR(FinishFragmentSync(result, schedule_->mixing_alpha()));
+        }
       }
     }
+    // The fragment sent at the round's last step would apply tau steps into the
+    // next round; the round must end at an agreed theta(t), so it applies now.
+    if (in_flight_) LONGHAUL_RETURN_IF_ERROR(FinishFragmentSync(result, schedule_->mixing_alpha()));
     if (kind == "local") std::copy(trainer_.model().params().begin(), trainer_.model().params().end(), theta_.begin());
     result.loss = h > 0 ? loss_sum / h : 0.0;
     result.tokens = trainer_.tokens() - tokens0;
     return Status::Ok();
   }();
+  if (in_flight_) {  // a failure between send and apply: let the exchange end (bounded by its deadline)
+    (void)in_flight_->done.get();
+    in_flight_.reset();
+    if (status.ok()) status = Internal("round ended with a fragment exchange still in flight");
+  }
   if (!status.ok()) {
     Restore(before);
     return status;

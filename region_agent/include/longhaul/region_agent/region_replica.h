@@ -14,8 +14,12 @@
 //                    intra-region all-gather; local <- theta(t).
 //  streaming_diloco  P fragments synced on SyncSchedule's staggered steps, each
 //                    as above for its pieces, then mixed into the local params
-//                    with alpha. Overlap tau is not emulated: the exchange is
-//                    applied at the step it is sent (tau is accepted, treated as 0).
+//                    with alpha. With overlap tau > 0 the fragment's cross-region
+//                    all-reduce runs on a background thread while the next tau
+//                    inner steps compute; the outer step and the mix happen at
+//                    the apply step (the schedule keeps at most one fragment in
+//                    flight, so the link has one user at a time). A fragment
+//                    sent at the round's last step applies at the round's end.
 //  sync              cross-region sync after EVERY inner step: each region's
 //                    update (params before - after the AdamW step) is averaged
 //                    and applied with outer SGD lr 1, momentum 0, i.e. all
@@ -25,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +39,7 @@
 #include "longhaul/common/timeouts.h"
 #include "longhaul/region_agent/shard_layout.h"
 #include "longhaul/sync_policies/compressor.h"
+#include "longhaul/sync_policies/cross_region.h"
 #include "longhaul/sync_policies/guard.h"
 #include "longhaul/sync_policies/link.h"
 #include "longhaul/sync_policies/outer_optimizer.h"
@@ -107,8 +113,19 @@ class RegionReplica {
   Saved Snapshot();
   void Restore(const Saved& s);
   Status Bootstrap(const RoundInputs& in, sync_policies::CollectiveLink& link);
-  // Averages fragment f of (theta - local) across regions, outer step, gather;
-  // writes theta's fragment and (mixed) local fragment.
+  // A fragment's cross-region exchange between its send and apply steps.
+  struct InFlight {
+    uint32_t fragment = 0;
+    std::vector<float> delta;  // theta - local at send time; the mean after the all-reduce
+    sync_policies::CollectiveStats stats;
+    std::future<Status> done;
+  };
+  // Send step: guard fragment f of (theta - local), start its cross-region
+  // AllReduceMean on a background thread.
+  Status StartFragmentSync(uint32_t f, sync_policies::CollectiveLink& link);
+  // Apply step: wait for the all-reduce, outer step, gather; writes theta's
+  // fragment and the (mixed) local fragment. Time spent waiting is comm time.
+  Status FinishFragmentSync(RoundResult& result, double alpha);
   Status SyncFragment(uint32_t f, sync_policies::CollectiveLink& link, RoundResult& result, double alpha);
   Status SyncStep(const std::vector<float>& before, sync_policies::CollectiveLink& link, RoundResult& result);
 
@@ -121,6 +138,7 @@ class RegionReplica {
   std::vector<std::unique_ptr<sync_policies::OuterOptimizer>> outer_;  // one per fragment
   std::vector<sync_policies::PseudoGradientGuard> guards_;
   std::vector<sync_policies::ErrorFeedback> feedback_;
+  std::optional<InFlight> in_flight_;                // at most one fragment exchange
   std::optional<Saved> pending_;                     // state before the pending round
   uint32_t committed_round_ = 0;
   uint32_t pending_round_ = 0;
