@@ -46,7 +46,15 @@ OrchestratorMetrics::OrchestratorMetrics(prometheus::Registry& r)
       stall_(BuildGauge()
                  .Name("longhaul_round_stall_seconds")
                  .Help("How long the current round has waited for its slowest participant")
-                 .Register(r)) {}
+                 .Register(r)),
+      link_bandwidth_(BuildGauge()
+                          .Name("longhaul_link_bandwidth_bytes_per_second")
+                          .Help("Measured WAN goodput from region to peer region, as the scheduler sees it")
+                          .Register(r)),
+      link_rtt_(BuildGauge()
+                    .Name("longhaul_link_rtt_seconds")
+                    .Help("Measured WAN round-trip time from region to peer region, as the scheduler sees it")
+                    .Register(r)) {}
 
 void OrchestratorMetrics::SetJobsByState(const std::map<std::string, int>& counts) {
   for (const char* s : {"submitted", "scheduled", "running", "succeeded", "failed", "cancelled"}) {
@@ -84,6 +92,12 @@ void OrchestratorMetrics::WanBytes(const std::string& job, const std::string& co
 }
 
 void OrchestratorMetrics::MessageRejected(const std::string& why) { rejected_.Add({{"reason", why}}).Increment(); }
+
+void OrchestratorMetrics::LinkMeasured(const std::string& region, const std::string& peer, double bytes_per_second,
+                                       double rtt_seconds) {
+  if (bytes_per_second > 0) link_bandwidth_.Add({{"region", region}, {"peer", peer}}).Set(bytes_per_second);
+  if (rtt_seconds > 0) link_rtt_.Add({{"region", region}, {"peer", peer}}).Set(rtt_seconds);
+}
 
 void OrchestratorMetrics::StalledFor(const std::string& job, double seconds) { stall_.Add({{"job", job}}).Set(seconds); }
 

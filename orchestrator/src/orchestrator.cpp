@@ -222,6 +222,7 @@ void Orchestrator::HandleLinkReport(const std::string& identity, const v1::Contr
       continue;
     }
     links_.SetLink(lr.region(), l.peer(), {l.bytes_per_second(), l.rtt_seconds()});
+    if (metrics_) metrics_->LinkMeasured(lr.region(), l.peer(), l.bytes_per_second(), l.rtt_seconds());
   }
 }
 

@@ -282,6 +282,13 @@ void Agent::HandleWorkerFrame(const std::string& routing_id, const zmq::message_
     spdlog::warn("dropped {} from an unknown worker", proto::BodyName(*msg));
     return;
   }
+  if (msg->has_link_report()) {  // worker 0's WAN measurements: for the orchestrator's scheduler
+    if (msg->link_report().region() != options_.region) return;
+    v1::ControlMessage out;
+    *out.mutable_link_report() = msg->link_report();
+    SendToOrchestrator(std::move(out));
+    return;
+  }
   auto it = jobs_.find(route->second.first);
   if (it == jobs_.end() || !msg->has_round_report()) return;
   auto region_report = it->second->OnWorkerReport(route->second.second, msg->round_report());

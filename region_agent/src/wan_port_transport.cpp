@@ -37,6 +37,12 @@ class TransportWanPort final : public WanPort {
     return endpoint_->Join(spec);
   }
 
+  std::map<std::string, LinkMeasurement> measurements() const override {
+    std::map<std::string, LinkMeasurement> out;
+    for (const auto& [peer, e] : endpoint_->measurements().peers) out[peer] = {e.bandwidth_bytes_per_second, e.rtt_seconds};
+    return out;
+  }
+
  private:
   WanPortOptions options_;
   std::unique_ptr<wan_transport::WanEndpoint> endpoint_;

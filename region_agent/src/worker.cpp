@@ -47,6 +47,9 @@ class Worker {
     dealer_.send(zmq::buffer(frame), zmq::send_flags::none);
   }
   void OnStart(const v1::RoundCommand& cmd);
+  // Worker 0 tells the agent what its WAN connections measured, by peer region,
+  // for the orchestrator's bandwidth-aware scheduler.
+  void ReportLinks(const v1::RoundCommand& cmd);
   Result<RoundResult> RunRound(const v1::RoundCommand& cmd);
   void OnVerdict(bool committed, uint32_t round, uint64_t epoch, const std::string& why);
   void DropPendingCheckpoint();
@@ -241,6 +244,24 @@ void Worker::OnStart(const v1::RoundCommand& cmd) {
   std::cerr << "round " << cmd.round() << " epoch " << cmd.epoch() << ": hash " << result->param_hash << " loss "
             << result->loss << " val " << result->val_loss << "\n";
   Send(std::move(msg));
+  if (options_.rank == 0) ReportLinks(cmd);
+}
+
+void Worker::ReportLinks(const v1::RoundCommand& cmd) {
+  const auto measured = wan_->measurements();
+  v1::ControlMessage msg;
+  auto* report = msg.mutable_link_report();
+  report->set_region(options_.region);
+  for (const auto& p : cmd.participants()) {
+    if (p.region() == options_.region || p.shard_endpoints_size() <= options_.rank) continue;
+    auto it = measured.find(p.shard_endpoints(options_.rank));
+    if (it == measured.end() || (it->second.bytes_per_second <= 0 && it->second.rtt_seconds <= 0)) continue;
+    auto* link = report->add_links();
+    link->set_peer(p.region());
+    link->set_bytes_per_second(it->second.bytes_per_second);
+    link->set_rtt_seconds(it->second.rtt_seconds);
+  }
+  if (report->links_size() > 0) Send(std::move(msg));
 }
 
 void Worker::DropPendingCheckpoint() {

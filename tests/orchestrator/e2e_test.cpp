@@ -138,6 +138,14 @@ TEST_CASE("e2e: a 3-region DiLoCo job on real agents and workers finishes", "[e2
   auto rounds = c.Rounds(job);
   REQUIRE(rounds.size() == 3);
   for (const auto& r : rounds) CHECK(r.participants.size() == 3);
+  // Workers' passive WAN measurements reached the scheduler's link matrix (the
+  // tiny model's messages are small: they measure RTT; bandwidth needs >= 256 KiB).
+  const std::string metrics = HttpGet(c.ep.metrics);
+  size_t measured_links = 0;
+  for (size_t at = metrics.find("\nlonghaul_link_rtt_seconds{"); at != std::string::npos;
+       at = metrics.find("\nlonghaul_link_rtt_seconds{", at + 1))
+    ++measured_links;
+  CHECK(measured_links >= 3);  // every edge of the 3-region ring
 }
 
 TEST_CASE("e2e: an agent killed mid-round, the job continues with two and replicas stay identical", "[e2e]") {

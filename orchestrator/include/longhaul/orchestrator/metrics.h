@@ -29,6 +29,8 @@ class OrchestratorMetrics {
   void WanBytes(const std::string& job, const std::string& codec, double bytes);
   void MessageRejected(const std::string& why);
   void StalledFor(const std::string& job, double seconds);
+  // A region's measured WAN link towards a peer region (from its LinkReport).
+  void LinkMeasured(const std::string& region, const std::string& peer, double bytes_per_second, double rtt_seconds);
 
  private:
   prometheus::Family<prometheus::Gauge>& jobs_;
@@ -44,6 +46,8 @@ class OrchestratorMetrics {
   prometheus::Family<prometheus::Gauge>& actual_;
   prometheus::Family<prometheus::Counter>& rejected_;
   prometheus::Family<prometheus::Gauge>& stall_;
+  prometheus::Family<prometheus::Gauge>& link_bandwidth_;
+  prometheus::Family<prometheus::Gauge>& link_rtt_;
 };
 
 }  // namespace longhaul::orchestrator

@@ -5,6 +5,7 @@
 // The ZeroMQ implementation is wan_transport's; tests may use an in-process one.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,12 @@ struct WanPeer {
   std::string endpoint;  // tcp://host:port
 };
 
+// What the transport measured towards one peer listener (0 = unknown).
+struct LinkMeasurement {
+  double bytes_per_second = 0;
+  double rtt_seconds = 0;
+};
+
 class WanPort {
  public:
   virtual ~WanPort() = default;
@@ -29,6 +36,8 @@ class WanPort {
   virtual Result<std::unique_ptr<sync_policies::CollectiveLink>> Join(const std::vector<WanPeer>& peers, int rank,
                                                                       uint32_t round, uint64_t epoch,
                                                                       Deadline deadline) = 0;
+  // Passive estimates from real transfers so far, by peer endpoint.
+  virtual std::map<std::string, LinkMeasurement> measurements() const = 0;
 };
 
 // CURVE on the data plane: the listener is a CURVE server with this region's
