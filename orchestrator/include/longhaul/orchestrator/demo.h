@@ -22,7 +22,7 @@ struct DemoRegion {
 
 struct DemoOptions {
   std::vector<DemoRegion> regions = {{"eu-west", 100, 20, 1}, {"us-east", 50, 40, 2}, {"ap-south", 200, 60, 3}};
-  uint32_t rounds = 10;
+  uint32_t rounds = 30;
   uint32_t inner_steps = 20;
   uint32_t workers_per_region = 1;
   std::string bin_dir;        // where longhaul-orchestrator / -agent / -worker / -linkem live
