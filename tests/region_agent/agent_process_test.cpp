@@ -17,6 +17,7 @@
 #include "fake_orchestrator.h"
 #include "longhaul/region_agent/child_process.h"
 #include "longhaul/region_agent/worker.h"
+#include "support/subprocess.h"
 
 namespace lr = longhaul::region_agent;
 namespace v1 = longhaul::v1;
@@ -88,28 +89,6 @@ int MetricsPort(const std::filesystem::path& log) {
     if (line.rfind(marker, 0) == 0) return std::stoi(line.substr(marker.size()));
   }
   return 0;
-}
-
-std::string HttpGet(int port, const std::string& path) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string body;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
-      char buf[4096];
-      for (int i = 0; i < 1000; ++i) {
-        const ssize_t n = ::read(fd, buf, sizeof(buf));
-        if (n <= 0) break;
-        body.append(buf, static_cast<size_t>(n));
-      }
-    }
-  }
-  ::close(fd);
-  return body;
 }
 
 v1::ControlMessage Wrap(const v1::JobAssignment& a) {
@@ -355,7 +334,7 @@ TEST_CASE("region_agent: agent two regions of two workers agree on theta through
   // /metrics tells what the region did.
   const int port = MetricsPort(dir / "eu-agent.log");
   REQUIRE(port > 0);
-  const std::string metrics = HttpGet(port, "/metrics");
+  const std::string metrics = longhaul::testing::HttpGet(port, "/metrics").value_or("");
   CHECK(metrics.find("longhaul_region_up{region=\"eu\"} 1") != std::string::npos);
   CHECK(metrics.find("longhaul_region_workers_running{region=\"eu\"} 2") != std::string::npos);
   CHECK(metrics.find("longhaul_region_rounds_total{job=\"job\",region=\"eu\"} 4") != std::string::npos);
