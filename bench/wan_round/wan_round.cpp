@@ -1,0 +1,220 @@
+// bench_wan_round: wall time of one outer round (AllReduceMean of a model-sized
+// pseudo-gradient) across M regions, next to the lower bound
+//   2(M-1)/M * S_compressed / bottleneck_bandwidth + (M-1) * RTT
+// where S_compressed is the codec's exact encoded size, bandwidth the linkem
+// rate and RTT twice its one-way delay.
+//
+// Setup (one process): M WanEndpoints (CURVE on), each listener fronted by its
+// own LinkEmulator (the code behind longhaul-linkem) at the chosen rate/delay.
+// Peers reach a region only through that region's emulator, so every ring hop
+// crosses one emulated WAN link. Connections are warmed up (CURVE handshakes)
+// by a small all-reduce before timing; each timed round joins a fresh group, as
+// the worker does per outer round. Target: measured / bound <= 1.2.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "longhaul/sync_policies/compressor.h"
+#include "longhaul/sync_policies/cross_region.h"
+#include "longhaul/wan_transport/curve.h"
+#include "longhaul/wan_transport/endpoint.h"
+#include "longhaul/wan_transport/link_emulator.h"
+
+using namespace longhaul;
+namespace wt = longhaul::wan_transport;
+namespace sp = longhaul::sync_policies;
+
+namespace {
+
+struct Cluster {
+  std::vector<std::unique_ptr<wt::WanEndpoint>> endpoints;
+  std::vector<std::unique_ptr<wt::LinkEmulator>> relays;
+  std::vector<wt::PeerSpec> peers;  // ring order, endpoint = the region's relay
+  uint32_t next_round = 1;
+};
+
+Result<Cluster> StartCluster(int regions, double rate_bytes, double rtt_s, size_t max_bytes) {
+  std::vector<wt::CurveKeyPair> keys;
+  std::vector<std::string> pubs;
+  for (int r = 0; r < regions; ++r) {
+    LONGHAUL_ASSIGN_OR_RETURN(auto k, wt::GenerateCurveKeyPair());
+    pubs.push_back(k.public_key);
+    keys.push_back(std::move(k));
+  }
+  Cluster c;
+  for (int r = 0; r < regions; ++r) {
+    wt::WanOptions o;
+    o.job_id = "bench_wan_round";
+    o.keys = keys[r];
+    o.allowlist = wt::Allowlist::Of(pubs);
+    o.max_inflight_bytes = std::max<size_t>(size_t{64} << 20, max_bytes + (size_t{8} << 20));
+    o.max_message_bytes = std::max<size_t>(size_t{64} << 20, 2 * max_bytes);
+    o.timeouts.link_io = std::chrono::seconds(60);
+    LONGHAUL_ASSIGN_OR_RETURN(auto ep, wt::WanEndpoint::Bind("127.0.0.1:0", o));
+    wt::LinkEmulatorOptions lo;
+    lo.forward = ep->endpoint().substr(6);  // strip tcp://
+    lo.rate_bytes_per_second = rate_bytes;
+    lo.delay = std::chrono::microseconds(static_cast<long>(rtt_s / 2 * 1e6));
+    LONGHAUL_ASSIGN_OR_RETURN(auto relay, wt::LinkEmulator::Start(lo));
+    c.peers.push_back({"tcp://" + relay->listen_address(), ep->public_key()});
+    c.endpoints.push_back(std::move(ep));
+    c.relays.push_back(std::move(relay));
+  }
+  return c;
+}
+
+// One all-reduce of `floats` values per region, all regions in parallel threads.
+// Returns the wall time of the slowest region and the payload bytes region 0 sent.
+Result<std::pair<double, uint64_t>> Round(Cluster& c, size_t floats, const sp::CompressionOptions& codec,
+                                          std::chrono::seconds timeout) {
+  int m = static_cast<int>(c.endpoints.size());
+  uint32_t round = c.next_round++;
+  std::vector<std::unique_ptr<sp::CollectiveLink>> links;
+  for (int r = 0; r < m; ++r) {
+    LONGHAUL_ASSIGN_OR_RETURN(auto l, c.endpoints[r]->Join({"bench_wan_round", round, 1, r, c.peers}));
+    links.push_back(std::move(l));
+  }
+  std::vector<std::vector<float>> data(m);
+  for (int r = 0; r < m; ++r) {
+    data[r].resize(floats);
+    for (size_t i = 0; i < floats; ++i) data[r][i] = static_cast<float>(((i * 2654435761u + r * 97) % 2001) - 1000) * 1e-3f;
+  }
+  std::vector<Status> status(m, Status::Ok());
+  std::vector<sp::CollectiveStats> stats(m);
+  auto deadline = DeadlineAfter(timeout);
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < m; ++r) {
+    threads.emplace_back([&, r] { status[r] = sp::AllReduceMean(*links[r], data[r], codec, deadline, &stats[r]); });
+  }
+  for (auto& t : threads) t.join();
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int r = 0; r < m; ++r) {
+    if (!status[r].ok()) return Status(status[r].code(), "region " + std::to_string(r) + ": " + status[r].ToString());
+  }
+  for (int r = 1; r < m; ++r) {
+    if (data[r] != data[0]) return Internal("regions 0 and " + std::to_string(r) + " hold different means after the round");
+  }
+  // Flush so the last sends' acks do not overlap the next round.
+  for (auto& ep : c.endpoints) LONGHAUL_RETURN_IF_ERROR(ep->Flush(DeadlineAfter(timeout)));
+  return std::make_pair(secs, stats[0].bytes_sent);
+}
+
+template <typename T>
+Result<std::vector<T>> ParseList(const std::string& text, const char* what) {
+  std::vector<T> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      double v = std::stod(item, &used);
+      if (used != item.size() || !(v > 0)) throw std::invalid_argument(item);
+      out.push_back(static_cast<T>(v));
+    } catch (const std::exception&) {
+      return InvalidArgument(std::string("--") + what + ": '" + item + "' is not a positive number");
+    }
+  }
+  if (out.empty()) return InvalidArgument(std::string("--") + what + " is empty");
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bench_wan_round - one outer round over emulated WAN links next to its lower bound"};
+  int regions = 3, reps = 2;
+  std::string sizes_mb = "1,16,64,256", rates_mbit = "100,1000", rtts_ms = "20,80", codec_name = "int8";
+  bool with_1gb = false;
+  app.add_option("--regions", regions, "number of regions M (2..8)")->check(CLI::Range(2, 8));
+  app.add_option("--sizes-mb", sizes_mb, "model sizes in MB of fp32 parameters, comma-separated");
+  app.add_flag("--with-1gb", with_1gb, "also run a 1024 MB model (minutes at 100 Mbit/s, ~3 GB of RAM per region copy)");
+  app.add_option("--rates-mbit", rates_mbit, "linkem rates in Mbit/s, comma-separated");
+  app.add_option("--rtts-ms", rtts_ms, "round-trip times in ms (linkem delay = RTT/2 each way), comma-separated");
+  app.add_option("--codec", codec_name, "fp32 | bf16 | int8 | int4 | fp4");
+  app.add_option("--reps", reps, "timed rounds per configuration (the minimum is reported)")->check(CLI::Range(1, 20));
+  CLI11_PARSE(app, argc, argv);
+
+  auto sizes = ParseList<double>(sizes_mb, "sizes-mb");
+  auto rates = ParseList<double>(rates_mbit, "rates-mbit");
+  auto rtts = ParseList<double>(rtts_ms, "rtts-ms");
+  auto codec = sp::ParseCodec(codec_name);
+  for (const Status& s : {sizes.status(), rates.status(), rtts.status(), codec.status()}) {
+    if (!s.ok()) {
+      std::fprintf(stderr, "bench_wan_round: %s\n", s.ToString().c_str());
+      return 2;
+    }
+  }
+  if (*codec == sp::Codec::kTopK) {
+    std::fprintf(stderr, "bench_wan_round: --codec topk is an all-gather, not the ring bound this bench checks\n");
+    return 2;
+  }
+  if (with_1gb) sizes->push_back(1024);
+  sp::CompressionOptions copt;
+  copt.codec = *codec;
+  auto compressor = sp::Compressor::Create(copt);
+  if (!compressor.ok()) {
+    std::fprintf(stderr, "bench_wan_round: %s\n", compressor.status().ToString().c_str());
+    return 2;
+  }
+  const int m = regions;
+  std::printf("M=%d regions, codec %s, %d timed round(s) per row (min reported), CURVE on\n", m, codec_name.c_str(), reps);
+  std::printf("bound = 2(M-1)/M * S_compressed / rate + (M-1) * RTT\n");
+  std::printf("%8s %8s %7s %12s %12s %10s %10s %7s\n", "model_MB", "rate_Mb", "rtt_ms", "S_comp_MB", "sent_MB/reg",
+              "round_s", "bound_s", "ratio");
+  std::fflush(stdout);
+  int failures = 0;
+  double worst = 0;
+  for (double rate : *rates) {
+    for (double rtt_ms : *rtts) {
+      double rate_bytes = rate * 1e6 / 8, rtt = rtt_ms / 1000;
+      size_t max_floats = static_cast<size_t>(*std::max_element(sizes->begin(), sizes->end()) * 1e6 / 4);
+      auto cluster = StartCluster(m, rate_bytes, rtt, (*compressor)->EncodedBytes(max_floats) / m + (size_t{1} << 20));
+      if (!cluster.ok()) {
+        std::fprintf(stderr, "cluster: %s\n", cluster.status().ToString().c_str());
+        return 1;
+      }
+      auto warm = Round(*cluster, 4096, copt, std::chrono::seconds(30));
+      if (!warm.ok()) {
+        std::fprintf(stderr, "warm-up round: %s\n", warm.status().ToString().c_str());
+        return 1;
+      }
+      for (double mb : *sizes) {
+        size_t floats = static_cast<size_t>(mb * 1e6 / 4);
+        double s_comp = static_cast<double>((*compressor)->EncodedBytes(floats));
+        double bound = 2.0 * (m - 1) / m * s_comp / rate_bytes + (m - 1) * rtt;
+        auto timeout = std::chrono::seconds(static_cast<long>(bound * 10) + 60);
+        double best = 1e300;
+        uint64_t sent = 0;
+        bool ok = true;
+        for (int i = 0; i < reps; ++i) {
+          auto r = Round(*cluster, floats, copt, timeout);
+          if (!r.ok()) {
+            std::fprintf(stderr, "model %.0f MB, %.0f Mbit/s, %.0f ms: %s\n", mb, rate, rtt_ms, r.status().ToString().c_str());
+            ok = false;
+            break;
+          }
+          best = std::min(best, r->first);
+          sent = r->second;
+        }
+        if (!ok) {
+          ++failures;
+          std::printf("%8.0f %8.0f %7.0f %12.2f %12s %10s %10.3f %7s\n", mb, rate, rtt_ms, s_comp / 1e6, "-", "FAILED", bound, "-");
+          continue;
+        }
+        worst = std::max(worst, best / bound);
+        std::printf("%8.0f %8.0f %7.0f %12.2f %12.2f %10.3f %10.3f %7.2f\n", mb, rate, rtt_ms, s_comp / 1e6, sent / 1e6, best,
+                    bound, best / bound);
+        std::fflush(stdout);
+      }
+    }
+  }
+  std::printf("worst ratio %.2f (target <= 1.20)%s\n", worst, failures ? ", some rows FAILED" : "");
+  return failures == 0 ? 0 : 1;
+}
