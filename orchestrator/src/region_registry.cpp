@@ -99,7 +99,13 @@ std::vector<RegionHealth> RegionRegistry::Health(const std::map<std::string, std
     h.workers = r.capacity.workers();
     h.detail = r.detail;
     auto a = assignments.find(name);
-    if (a != assignments.end()) h.busy_with = a->second;
+    if (a != assignments.end()) {
+      h.busy_with = a->second;
+    } else if (!r.running_jobs.empty()) {
+      // A job that ended here is still stopping its workers until the agent's
+      // heartbeat stops listing it; a new job placed now would be refused.
+      h.busy_with = r.running_jobs.front() + " (still stopping)";
+    }
     out.push_back(std::move(h));
   }
   return out;

@@ -334,3 +334,21 @@ TEST_CASE("a job whose region rejects it fails with the region's reason, cancel 
   for (auto& s : sent) stops += s.msg.has_round_command() && s.msg.round_command().kind() == v1::RoundCommand::STOP;
   CHECK(stops == 3);
 }
+
+TEST_CASE("a region still stopping an ended job gets no new job until its heartbeat stops listing it",
+          "[orchestrator]") {
+  Rig rig("stopping");
+  for (auto& [r, id] : kAll) {
+    rig.Register(r, id);
+    rig.Heartbeat(r, id, r == "a" ? std::vector<std::string>{"job-ended"} : std::vector<std::string>{});
+  }
+  rig.Take();
+  const std::string job = rig.Submit(2);
+  CHECK(Count(rig.Take(), v1::ControlMessage::kJobAssignment) == 0);
+  auto status = rig.o().JobStatusOf(job).value();
+  CHECK(status.state() == "submitted");
+  CHECK_THAT(status.reason(), Catch::Contains("a is busy with job-ended (still stopping)"));
+  rig.Pass(200ms, kAll, {});  // a's workers are gone: its heartbeats list no job
+  CHECK(Count(rig.Take(), v1::ControlMessage::kJobAssignment) == 3);
+  CHECK(rig.o().JobStatusOf(job).value().state() == "scheduled");
+}
