@@ -18,9 +18,11 @@ class TransportWanPort final : public WanPort {
   std::string endpoint() const override { return endpoint_->endpoint(); }
 
   Result<std::unique_ptr<sync_policies::CollectiveLink>> Join(const std::vector<WanPeer>& peers, int rank,
-                                                              uint32_t round, uint64_t epoch, Deadline) override {
+                                                              uint32_t round, uint64_t epoch, int connections_per_peer,
+                                                              Deadline) override {
     wan_transport::GroupSpec spec;
     spec.job_id = options_.job_id;
+    spec.connections_per_peer = connections_per_peer;
     spec.round = round;
     spec.epoch = epoch;
     spec.rank = rank;

@@ -178,7 +178,9 @@ Result<RoundResult> Worker::RunRound(const v1::RoundCommand& cmd) {
   }
   std::unique_ptr<sync_policies::CollectiveLink> link;
   if (config_.schedule.kind != "local" && peers.size() > 1) {
-    auto joined = wan_->Join(peers, my_rank, cmd.round(), cmd.epoch(), DeadlineAfter(options_.collective_timeout));
+    // The scheduler sized the parallel connections from the measured link.
+    auto joined = wan_->Join(peers, my_rank, cmd.round(), cmd.epoch(), static_cast<int>(cmd.connections_per_link()),
+                             DeadlineAfter(options_.collective_timeout));
     if (!joined.ok()) return joined.status().WithContext("joining the round's WAN group");
     link = std::move(*joined);
   }

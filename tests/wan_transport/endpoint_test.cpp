@@ -3,6 +3,7 @@
 #include <prometheus/text_serializer.h>
 
 #include <thread>
+#include <tuple>
 
 #include "longhaul/proto/frame.h"
 #include "wan_transport/wan_test_util.h"
@@ -40,6 +41,34 @@ TEST_CASE("a ring of three moves messages in order per (peer, tag)") {
     }
   }
   CHECK(links[0]->bytes_sent() == 4095 + 4096 + 4097 + 50'000 + 1);
+}
+
+TEST_CASE("a group opens the connections per peer it asks for, and a later group adds more") {
+  prometheus::Registry registry;
+  WanOptions o;
+  o.connections_per_peer = 1;
+  o.metrics = &registry;
+  Cluster c(2, o);
+  const std::string gauge = "longhaul_wan_connections{peer=\"" + c.eps[1]->endpoint() + "\"} ";
+  auto connections = [&] {
+    const std::string text = prometheus::TextSerializer().Serialize(registry.Collect());
+    const size_t at = text.find(gauge);
+    return at == std::string::npos ? -1 : std::stoi(text.substr(at + gauge.size()));
+  };
+  for (auto [round, asked, expected] : {std::tuple{1u, 3, 3}, {2u, 5, 5}, {3u, 2, 5}, {4u, 0, 5}}) {
+    GroupSpec s0 = c.Spec(0, round), s1 = c.Spec(1, round);
+    s0.connections_per_peer = asked;
+    auto l0 = c.eps[0]->Join(s0);
+    auto l1 = c.eps[1]->Join(s1);
+    REQUIRE(l0.ok());
+    REQUIRE(l1.ok());
+    REQUIRE((*l0)->Send(1, 0, Bytes(20'000, static_cast<int>(round)), DeadlineAfter(5s)).ok());
+    auto got = (*l1)->Recv(0, 0, DeadlineAfter(5s));
+    REQUIRE(got.ok());
+    CHECK(*got == Bytes(20'000, static_cast<int>(round)));
+    INFO("round " << round << " asked for " << asked);
+    CHECK(connections() == expected);
+  }
 }
 
 TEST_CASE("recv from a silent peer fails by the deadline naming the peer") {

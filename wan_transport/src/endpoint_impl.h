@@ -31,6 +31,7 @@ inline constexpr const char* kProbeJob = "__longhaul_probe__";
 struct OutTransfer {
   std::string peer_endpoint;
   std::string peer_key;
+  int connections = 0;  // 0 = the endpoint's default
   std::shared_ptr<const std::vector<std::byte>> data;  // shared with zero-copy zmq messages
   v1::TensorChunkHeader base;                          // group/tag/sequence fields filled
   std::vector<ChunkSpan> chunks;
@@ -96,6 +97,7 @@ class WanEndpoint::Impl {
     std::vector<zmq::socket_t> dealers;
     size_t rr = 0;
   };
+  int ConnectionsFor(const OutTransfer& t);
   void Loop();
   void DrainRouter();
   void HandleChunk(const zmq::message_t& id, const v1::TensorChunkHeader& h, const zmq::message_t& payload);

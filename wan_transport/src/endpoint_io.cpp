@@ -67,16 +67,22 @@ void WanEndpoint::Impl::Drop(const std::string& reason, const std::string& detai
   spdlog::warn("wan {}: dropped frame ({}): {}", endpoint_, reason, detail);
 }
 
+int WanEndpoint::Impl::ConnectionsFor(const OutTransfer& t) {
+  if (t.connections > 0) return t.connections;
+  if (opt_.connections_per_peer > 0) return opt_.connections_per_peer;
+  LinkEstimate e = estimator_.Get(t.peer_endpoint);
+  return ConnectionsForBdp(e.bandwidth_bytes_per_second, e.rtt_seconds);
+}
+
+// A peer's connections open on its first send; a later group that asks for
+// more adds them (none is closed: chunks may be in flight on each).
 WanEndpoint::Impl::PeerConn& WanEndpoint::Impl::Conn(const OutTransfer& t) {
   auto it = conns_.find(t.peer_endpoint);
-  if (it != conns_.end()) return it->second;
-  int k = opt_.connections_per_peer;
-  if (k <= 0) {
-    LinkEstimate e = estimator_.Get(t.peer_endpoint);
-    k = ConnectionsForBdp(e.bandwidth_bytes_per_second, e.rtt_seconds);
-  }
+  if (it != conns_.end() && (t.connections <= 0 || it->second.dealers.size() >= static_cast<size_t>(t.connections)))
+    return it->second;
+  const size_t k = static_cast<size_t>(std::max(1, ConnectionsFor(t)));
   PeerConn& c = conns_[t.peer_endpoint];
-  for (int i = 0; i < k; ++i) {
+  while (c.dealers.size() < k) {
     zmq::socket_t s(ctx_, zmq::socket_type::dealer);
     s.set(zmq::sockopt::linger, 0);
     s.set(zmq::sockopt::sndhwm, 64);
@@ -85,6 +91,7 @@ WanEndpoint::Impl::PeerConn& WanEndpoint::Impl::Conn(const OutTransfer& t) {
     s.connect(t.peer_endpoint);
     c.dealers.push_back(std::move(s));
   }
+  metrics_.Connections(t.peer_endpoint, c.dealers.size());
   return c;
 }
 

@@ -27,6 +27,7 @@ class WanGroupLink final : public sync_policies::CollectiveLink {
     auto t = std::make_shared<OutTransfer>();
     t->peer_endpoint = spec_.peers[peer].endpoint;
     t->peer_key = spec_.peers[peer].public_key;
+    t->connections = spec_.connections_per_peer;
     t->data = std::make_shared<const std::vector<std::byte>>(AllocateTransferBuffer(data.size(), data));
     v1::TensorChunkHeader& b = t->base;
     b.set_protocol_version(1);

@@ -19,6 +19,8 @@ WanMetrics::WanMetrics(prometheus::Registry* r) {
                 .Help("Estimated round-trip time to a peer").Register(*r);
     dropped_ = &prometheus::BuildCounter().Name("longhaul_wan_frames_dropped_total")
                     .Help("Data-plane frames dropped, by reason").Register(*r);
+    connections_ = &prometheus::BuildGauge().Name("longhaul_wan_connections")
+                        .Help("Parallel data-plane connections open to a peer").Register(*r);
     duration_ = &prometheus::BuildHistogram().Name("longhaul_wan_transfer_duration_seconds")
                      .Help("Send-to-ack time of one WAN transfer").Register(*r)
                      .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 100});
@@ -27,6 +29,7 @@ WanMetrics::WanMetrics(prometheus::Registry* r) {
     bytes_sent_ = nullptr;
     bandwidth_ = rtt_ = nullptr;
     dropped_ = nullptr;
+    connections_ = nullptr;
     duration_ = nullptr;
   }
 }
@@ -54,6 +57,12 @@ void WanMetrics::FrameDropped(const std::string& reason) {
   if (dropped_ == nullptr) return;
   std::lock_guard lock(mu_);
   dropped_->Add({{"reason", reason}}).Increment();
+}
+
+void WanMetrics::Connections(const std::string& peer, size_t open) {
+  if (connections_ == nullptr) return;
+  std::lock_guard lock(mu_);
+  connections_->Add({{"peer", peer}}).Set(static_cast<double>(open));
 }
 
 }  // namespace longhaul::wan_transport

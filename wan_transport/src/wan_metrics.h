@@ -23,6 +23,7 @@ class WanMetrics {
   void Link(const std::string& peer, double bandwidth_bytes_per_second, double rtt_seconds);
   void TransferDone(double seconds);
   void FrameDropped(const std::string& reason);
+  void Connections(const std::string& peer, size_t open);
 
  private:
   std::mutex mu_;
@@ -30,6 +31,7 @@ class WanMetrics {
   prometheus::Family<prometheus::Gauge>* bandwidth_ = nullptr;
   prometheus::Family<prometheus::Gauge>* rtt_ = nullptr;
   prometheus::Family<prometheus::Counter>* dropped_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* connections_ = nullptr;
   prometheus::Histogram* duration_ = nullptr;
 };
 

@@ -32,10 +32,12 @@ class WanPort {
   virtual ~WanPort() = default;
   // "tcp://host:port" peers connect to.
   virtual std::string endpoint() const = 0;
-  // The round's group: `peers` in ring order (own entry included at `rank`).
+  // The round's group: `peers` in ring order (own entry included at `rank`),
+  // `connections_per_peer` parallel connections to each (0 = the port's own
+  // choice from the bandwidth-delay product).
   virtual Result<std::unique_ptr<sync_policies::CollectiveLink>> Join(const std::vector<WanPeer>& peers, int rank,
                                                                       uint32_t round, uint64_t epoch,
-                                                                      Deadline deadline) = 0;
+                                                                      int connections_per_peer, Deadline deadline) = 0;
   // Passive estimates from real transfers so far, by peer endpoint.
   virtual std::map<std::string, LinkMeasurement> measurements() const = 0;
 };

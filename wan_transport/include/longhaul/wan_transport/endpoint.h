@@ -62,6 +62,10 @@ struct GroupSpec {
   uint64_t epoch = 0;
   int rank = 0;
   std::vector<PeerSpec> peers;  // ring order, including this rank (its entry is unused)
+  // Parallel connections to each peer for this group's sends (the scheduler's
+  // choice for the round); 0 = WanOptions::connections_per_peer. Connections
+  // are kept per peer across groups and only ever added.
+  int connections_per_peer = 0;
 };
 
 // What one probe measured.
