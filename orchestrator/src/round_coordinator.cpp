@@ -127,11 +127,13 @@ CommittedRound SummarizeCommit(const RoundAttempt& a, const std::string& param_h
     c.wan_bytes += r.wan_bytes_sent();
     c.comm_seconds = std::max(c.comm_seconds, r.comm_seconds());
     c.wall_seconds = std::max(c.wall_seconds, r.wall_seconds());
+    c.compute_seconds += r.compute_seconds();
     if (!r.checkpoint_path().empty()) c.checkpoints.emplace_back(region, r.checkpoint_path());
   }
   if (n > 0) {
     c.loss /= n;
     c.val_loss /= n;
+    c.compute_seconds /= n;
   }
   return c;
 }

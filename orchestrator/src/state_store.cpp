@@ -9,7 +9,7 @@
 namespace longhaul::orchestrator {
 namespace {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 
 // Migration i brings the schema from version i to i+1.
 const char* const kMigrations[] = {
@@ -37,6 +37,8 @@ CREATE TABLE events (
   kind TEXT NOT NULL, message TEXT NOT NULL);
 CREATE INDEX events_by_job ON events (job_id, id);
 )sql",
+    // 2: the time the trainer computed during a round (utilisation = compute / wall).
+    "ALTER TABLE rounds ADD COLUMN compute_seconds REAL NOT NULL DEFAULT 0;",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion);
 
@@ -191,7 +193,8 @@ Status StateStore::CommitRound(const CommittedRound& r, const JobRecord& job_aft
   };
   Stmt ins(db_,
            "INSERT INTO rounds (job_id, round, epoch, param_hash, participants, loss, val_loss, tokens, wan_bytes, "
-           "comm_seconds, predicted_comm_seconds, wall_seconds, committed_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)");
+           "comm_seconds, predicted_comm_seconds, wall_seconds, committed_at, compute_seconds) "
+           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   Status s = ins.Text(1, r.job_id)
                  .Bind(2, static_cast<int64_t>(r.round))
                  .Bind(3, static_cast<int64_t>(r.epoch))
@@ -205,6 +208,7 @@ Status StateStore::CommitRound(const CommittedRound& r, const JobRecord& job_aft
                  .Bind(11, r.predicted_comm_seconds)
                  .Bind(12, r.wall_seconds)
                  .Bind(13, r.committed_at)
+                 .Bind(14, r.compute_seconds)
                  .Run();
   if (!s.ok()) return fail(s.code() == StatusCode::kAlreadyExists
                                ? Status(StatusCode::kAlreadyExists, "round " + std::to_string(r.round) + " of " +
@@ -276,7 +280,7 @@ Result<std::vector<CommittedRound>> StateStore::LoadRounds(const std::string& jo
   std::vector<CommittedRound> rounds;
   Stmt q(db_,
          "SELECT round, epoch, param_hash, participants, loss, val_loss, tokens, wan_bytes, comm_seconds, "
-         "predicted_comm_seconds, wall_seconds, committed_at FROM rounds WHERE job_id=? ORDER BY round");
+         "predicted_comm_seconds, wall_seconds, committed_at, compute_seconds FROM rounds WHERE job_id=? ORDER BY round");
   q.Text(1, job_id);
   Status err;
   while (q.Step(&err)) {
@@ -294,6 +298,7 @@ Result<std::vector<CommittedRound>> StateStore::LoadRounds(const std::string& jo
     r.predicted_comm_seconds = q.Real(9);
     r.wall_seconds = q.Real(10);
     r.committed_at = q.Real(11);
+    r.compute_seconds = q.Real(12);
     rounds.push_back(std::move(r));
   }
   LONGHAUL_RETURN_IF_ERROR(err);

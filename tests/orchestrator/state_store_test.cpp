@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <sqlite3.h>
 
 #include <filesystem>
 #include <unistd.h>
@@ -45,12 +46,13 @@ TEST_CASE("the store uses WAL and survives close and reopen", "[state_store]") {
     r.param_hash = "00ff";
     r.participants = {"eu-west", "us-east"};
     r.checkpoints = {{"eu-west", "/tmp/ckpt-1.safetensors"}};
+    r.compute_seconds = 1.5;
     job.last_committed_round = 1;
     REQUIRE((*store)->CommitRound(r, job).ok());
   }
   auto store = StateStore::Open(file);
   REQUIRE(store.ok());
-  CHECK((*store)->schema_version() == 1);
+  CHECK((*store)->schema_version() == 2);
   auto job = (*store)->LoadJob(id).value();
   REQUIRE(job.has_value());
   CHECK(job->state == "running");
@@ -63,7 +65,40 @@ TEST_CASE("the store uses WAL and survives close and reopen", "[state_store]") {
   REQUIRE(rounds.size() == 1);
   CHECK(rounds[0].participants == std::vector<std::string>{"eu-west", "us-east"});
   CHECK(rounds[0].checkpoints.size() == 1);
+  CHECK(rounds[0].compute_seconds == 1.5);
   CHECK((*store)->CreateJob(DefaultJobSpec(), 101.0).value() == "job-000002");
+}
+
+TEST_CASE("a version-1 state file is migrated and keeps its rounds", "[state_store]") {
+  const auto file = TempFile("v1.sqlite");
+  std::string id;
+  {
+    auto store = StateStore::Open(file);
+    REQUIRE(store.ok());
+    id = (*store)->CreateJob(DefaultJobSpec(), 100.0).value();
+    JobRecord job = *(*store)->LoadJob(id).value();
+    CommittedRound r;
+    r.job_id = id;
+    r.round = 1;
+    r.param_hash = "00ff";
+    r.participants = {"eu-west"};
+    job.last_committed_round = 1;
+    REQUIRE((*store)->CommitRound(r, job).ok());
+  }
+  {  // turn the file back into what a version-1 binary wrote
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(file.c_str(), &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db, "ALTER TABLE rounds DROP COLUMN compute_seconds; UPDATE meta SET value=1", nullptr, nullptr,
+                       nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto store = StateStore::Open(file);
+  REQUIRE(store.ok());
+  CHECK((*store)->schema_version() == 2);
+  auto rounds = (*store)->LoadRounds(id).value();
+  REQUIRE(rounds.size() == 1);
+  CHECK(rounds[0].param_hash == "00ff");
+  CHECK(rounds[0].compute_seconds == 0);
 }
 
 TEST_CASE("a round is never committed twice", "[state_store]") {

@@ -52,6 +52,7 @@ struct CommittedRound {
   double loss = 0, val_loss = 0;
   uint64_t tokens = 0, wan_bytes = 0;
   double comm_seconds = 0, predicted_comm_seconds = 0, wall_seconds = 0;
+  double compute_seconds = 0;  // mean over participants of the trainer's compute time
   double committed_at = 0;
   std::vector<std::pair<std::string, std::string>> checkpoints;  // (region, path)
 };
