@@ -34,15 +34,16 @@ const char* PhaseName(Phase phase) {
 
 Status SendFrame(CollectiveLink& link, int peer, Phase phase, uint32_t chunk, std::span<const std::byte> payload,
                  Deadline deadline, uint64_t* bytes_sent) {
-  std::vector<std::byte> bytes(kHeaderBytes + payload.size());
+  const size_t size = kHeaderBytes + payload.size();
+  std::vector<std::byte> bytes = link.Buffer(size);
   uint32_t header[4] = {kMagic, static_cast<uint32_t>(phase), chunk, static_cast<uint32_t>(link.world_size())};
   std::memcpy(bytes.data(), header, kHeaderBytes);
   if (!payload.empty()) std::memcpy(bytes.data() + kHeaderBytes, payload.data(), payload.size());
-  Status s = link.Send(peer, Tag(phase), bytes, deadline);
+  Status s = link.SendOwned(peer, Tag(phase), std::move(bytes), deadline);
   if (!s.ok())
     return s.WithContext(std::string(PhaseName(phase)) + ": sending chunk " + std::to_string(chunk) + " to peer rank " +
                          std::to_string(peer));
-  if (bytes_sent) *bytes_sent += bytes.size();
+  if (bytes_sent) *bytes_sent += size;
   return Status::Ok();
 }
 
@@ -52,7 +53,7 @@ Result<Frame> RecvFrame(CollectiveLink& link, int peer, Phase phase, uint32_t ch
                       " from peer rank " + std::to_string(peer);
   auto received = link.Recv(peer, Tag(phase), deadline);
   if (!received.ok()) return received.status().WithContext(where);
-  Frame frame{std::move(received).value()};
+  Frame frame(&link, std::move(received).value());
   if (frame.bytes.size() < kHeaderBytes)
     return DataLoss(where + ": message of " + std::to_string(frame.bytes.size()) + " bytes has no header");
   const std::byte* h = frame.bytes.data();

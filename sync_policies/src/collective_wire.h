@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "longhaul/common/status.h"
@@ -19,9 +20,20 @@ inline constexpr size_t kHeaderBytes = 16;
 
 const char* PhaseName(Phase phase);
 
+// A received frame; its buffer goes back to the link (Recycle) when it dies.
 struct Frame {
-  std::vector<std::byte> bytes;  // header + payload
+  Frame(CollectiveLink* link, std::vector<std::byte>&& b) : bytes(std::move(b)), link_(link) {}
+  Frame(Frame&& o) noexcept : bytes(std::move(o.bytes)), link_(std::exchange(o.link_, nullptr)) {}
+  Frame& operator=(Frame&&) = delete;
+  ~Frame() {
+    if (link_) link_->Recycle(std::move(bytes));
+  }
   std::span<const std::byte> payload() const { return std::span<const std::byte>(bytes).subspan(kHeaderBytes); }
+
+  std::vector<std::byte> bytes;  // header + payload
+
+ private:
+  CollectiveLink* link_;
 };
 
 // Sends header + payload to `peer`; adds the bytes sent to *bytes_sent.

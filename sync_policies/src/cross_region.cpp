@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "collective_wire.h"
 #include "collectives_impl.h"
@@ -36,13 +37,13 @@ Status Broadcast(CollectiveLink& link, int root, std::span<float> data, Deadline
   const int distance = (rank - root + world) % world;  // hops from the root along the ring
   const size_t bytes = data.size() * sizeof(float);
   std::span<const std::byte> payload = std::as_bytes(std::span<const float>(data));
-  wire::Frame frame;
+  std::optional<wire::Frame> frame;
   if (distance > 0) {
     auto received = wire::RecvFrame(link, (rank + world - 1) % world, wire::Phase::kBroadcast,
                                     static_cast<uint32_t>(root), bytes, deadline);
     if (!received.ok()) return received.status().WithContext("broadcast on rank " + std::to_string(rank));
-    frame = std::move(received).value();
-    payload = frame.payload();
+    frame.emplace(std::move(received).value());
+    payload = frame->payload();
   }
   if (distance < world - 1) {
     Status s = wire::SendFrame(link, (rank + 1) % world, wire::Phase::kBroadcast, static_cast<uint32_t>(root), payload,

@@ -54,6 +54,12 @@ Reassembly::Reassembly(uint64_t total_bytes, uint32_t chunk_count, std::span<std
   }
 }
 
+Reassembly::Reassembly(uint64_t total_bytes, uint32_t chunk_count, std::vector<std::byte>&& buffer)
+    : total_bytes_(total_bytes), chunk_count_(chunk_count), owned_(std::move(buffer)), have_(chunk_count, false) {
+  owned_.resize(total_bytes_);
+  dest_ = owned_;
+}
+
 Status Reassembly::CheckGeometry(const v1::TensorChunkHeader& h, size_t payload_size) {
   auto bad = [&](const std::string& what) {
     return InvalidArgument("chunk " + std::to_string(h.chunk_index()) + " of transfer " +

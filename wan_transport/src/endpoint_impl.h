@@ -18,6 +18,7 @@
 
 #include <zmq.hpp>
 
+#include "buffer_pool.h"
 #include "longhaul/wan_transport/chunking.h"
 #include "longhaul/wan_transport/endpoint.h"
 #include "wan_metrics.h"
@@ -77,6 +78,7 @@ class WanEndpoint::Impl {
   WanOptions opt_;
   WanMetrics metrics_;
   LinkEstimator estimator_;
+  std::shared_ptr<BufferPool> pool_;  // transfer and reassembly buffers, reused
   std::string endpoint_;
   std::atomic<uint64_t> dropped_{0};
 

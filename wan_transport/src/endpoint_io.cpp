@@ -10,7 +10,10 @@
 namespace longhaul::wan_transport {
 
 WanEndpoint::Impl::Impl(WanOptions options)
-    : opt_(std::move(options)), metrics_(opt_.metrics), router_(ctx_, zmq::socket_type::router),
+    : opt_(std::move(options)),
+      metrics_(opt_.metrics),
+      pool_(BufferPool::Create(opt_.buffer_cache_bytes)),
+      router_(ctx_, zmq::socket_type::router),
       wake_rx_(ctx_, zmq::socket_type::pair), wake_tx_(ctx_, zmq::socket_type::pair) {}
 
 WanEndpoint::Impl::~Impl() {

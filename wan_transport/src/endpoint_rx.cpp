@@ -79,7 +79,7 @@ void WanEndpoint::Impl::HandleChunk(const zmq::message_t& id, const v1::TensorCh
     auto it = stream.find(h.fragment());
     if (it == stream.end()) {
       InTransfer in;
-      in.reassembly = std::make_unique<Reassembly>(h.total_bytes(), h.chunk_count());
+      in.reassembly = std::make_unique<Reassembly>(h.total_bytes(), h.chunk_count(), pool_->Take(h.total_bytes()));
       in.last_progress = std::chrono::steady_clock::now();
       it = stream.emplace(h.fragment(), std::move(in)).first;
     }

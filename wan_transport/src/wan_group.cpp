@@ -20,15 +20,25 @@ class WanGroupLink final : public sync_policies::CollectiveLink {
   uint64_t bytes_sent() const override { return bytes_sent_.load(); }
 
   Status Send(int peer, uint32_t tag, std::span<const std::byte> data, Deadline deadline) override {
-    LONGHAUL_RETURN_IF_ERROR(CheckPeer(peer));
-    if (data.size() > ep_->opt_.max_message_bytes) {
-      return ResourceExhausted("message of " + std::to_string(data.size()) + " bytes exceeds max_message_bytes");
-    }
+    LONGHAUL_RETURN_IF_ERROR(CheckSend(peer, data.size()));
+    std::vector<std::byte> copy = ep_->pool_->Take(data.size());
+    std::copy(data.begin(), data.end(), copy.begin());
+    return SendOwned(peer, tag, std::move(copy), deadline);
+  }
+
+  std::vector<std::byte> Buffer(size_t n) override { return ep_->pool_->Take(n); }
+  void Recycle(std::vector<std::byte>&& buffer) override { ep_->pool_->Give(std::move(buffer)); }
+
+  // The buffer itself goes out (zero-copy zmq messages reference it) and
+  // returns to the pool once every chunk is sent and the transfer acked.
+  Status SendOwned(int peer, uint32_t tag, std::vector<std::byte>&& data, Deadline deadline) override {
+    const size_t size = data.size();
+    LONGHAUL_RETURN_IF_ERROR(CheckSend(peer, size));
     auto t = std::make_shared<OutTransfer>();
     t->peer_endpoint = spec_.peers[peer].endpoint;
     t->peer_key = spec_.peers[peer].public_key;
     t->connections = spec_.connections_per_peer;
-    t->data = std::make_shared<const std::vector<std::byte>>(AllocateTransferBuffer(data.size(), data));
+    t->data = ep_->pool_->Share(std::move(data));
     v1::TensorChunkHeader& b = t->base;
     b.set_protocol_version(1);
     b.set_job_id(spec_.job_id);
@@ -41,10 +51,10 @@ class WanGroupLink final : public sync_policies::CollectiveLink {
       b.set_fragment(send_seq_[{peer, tag}]++);
     }
     b.set_transfer_id(ep_->NextTransferId(spec_.rank));
-    t->chunks = PlanChunks(data.size(), ep_->opt_.chunk_bytes);
+    t->chunks = PlanChunks(size, ep_->opt_.chunk_bytes);
     auto queued = ep_->Enqueue(std::move(t), deadline);
     if (!queued.ok()) return queued.status().WithContext("rank " + std::to_string(peer));
-    bytes_sent_ += data.size();
+    bytes_sent_ += size;
     return Status::Ok();
   }
 
@@ -99,6 +109,12 @@ class WanGroupLink final : public sync_policies::CollectiveLink {
     if (peer < 0 || peer >= world_size() || peer == spec_.rank) {
       return InvalidArgument("peer rank " + std::to_string(peer) + " is not another member of a group of " + std::to_string(world_size()));
     }
+    return Status::Ok();
+  }
+  Status CheckSend(int peer, size_t bytes) const {
+    LONGHAUL_RETURN_IF_ERROR(CheckPeer(peer));
+    if (bytes > ep_->opt_.max_message_bytes)
+      return ResourceExhausted("message of " + std::to_string(bytes) + " bytes exceeds max_message_bytes");
     return Status::Ok();
   }
 

@@ -34,6 +34,16 @@ class CollectiveLink {
   virtual Result<std::vector<std::byte>> Recv(int peer, uint32_t tag, Deadline deadline) = 0;
   // Bytes this participant has sent so far (payload only), for metrics and benches.
   virtual uint64_t bytes_sent() const = 0;
+
+  // Buffer recycling, for links that pay for fresh memory (page faults) per
+  // message: Buffer(n) hands out n bytes to fill and pass to SendOwned, which
+  // takes it without a copy; Recycle takes back a buffer Recv returned once the
+  // caller is done with it. The defaults allocate, copy and free.
+  virtual std::vector<std::byte> Buffer(size_t n) { return std::vector<std::byte>(n); }
+  virtual Status SendOwned(int peer, uint32_t tag, std::vector<std::byte>&& data, Deadline deadline) {
+    return Send(peer, tag, data, deadline);
+  }
+  virtual void Recycle(std::vector<std::byte>&& /*buffer*/) {}
 };
 
 }  // namespace longhaul::sync_policies

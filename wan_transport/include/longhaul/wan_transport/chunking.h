@@ -43,6 +43,8 @@ class Reassembly {
 
   // dest: where the bytes go (must be exactly total_bytes long); empty = allocate.
   Reassembly(uint64_t total_bytes, uint32_t chunk_count, std::span<std::byte> dest = {});
+  // Assembles into `buffer` (exactly total_bytes long), handed back by TakeBuffer().
+  Reassembly(uint64_t total_bytes, uint32_t chunk_count, std::vector<std::byte>&& buffer);
 
   // kInvalidArgument (naming the field) when the header does not fit this transfer;
   // kBadChecksum when the payload does not match its checksum (nothing is written).

@@ -47,6 +47,7 @@ struct WanOptions {
   size_t max_inflight_bytes = size_t{64} << 20;
   size_t max_message_bytes = size_t{4} << 30;  // larger announced transfers are rejected
   double pacing_bytes_per_second = 0;          // 0 = unpaced
+  size_t buffer_cache_bytes = size_t{512} << 20;  // finished transfer buffers kept for reuse
   Timeouts timeouts;                  // link_io: a transfer with no progress for this long fails
   prometheus::Registry* metrics = nullptr;
 };
