@@ -1,0 +1,35 @@
+#include "e2e_run.h"
+
+#include <cstdio>
+#include <algorithm>
+
+namespace longhaul::bench {
+
+Result<E2eRun> RunJob(orchestrator::LocalCluster& cluster, const v1::JobSpec& spec, std::chrono::seconds timeout) {
+  LONGHAUL_ASSIGN_OR_RETURN(const std::string id, cluster.Submit(spec));
+  uint32_t shown = 0;
+  auto progress = [&](const v1::JobStatus& s) {
+    if (s.round() == shown) return;
+    shown = s.round();
+    std::fprintf(stderr, "\r  %s %s: round %u/%u val loss %.4f   ", id.c_str(), spec.name().c_str(), s.round(),
+                 s.total_rounds(), s.val_loss());
+  };
+  LONGHAUL_ASSIGN_OR_RETURN(v1::JobStatus status,
+                            cluster.WaitForJob(id, timeout, std::chrono::milliseconds(250), progress));
+  std::fprintf(stderr, "\n");
+  if (status.state() != "succeeded")
+    return Aborted(id + " (" + spec.name() + ") ended " + status.state() + ": " + status.reason());
+  LONGHAUL_ASSIGN_OR_RETURN(auto store, orchestrator::StateStore::Open(cluster.state_file()));
+  LONGHAUL_ASSIGN_OR_RETURN(auto rounds, store->LoadRounds(id));
+  if (status.loss_floor() <= 0) status.set_loss_floor(orchestrator::SyntheticLossFloor(spec));
+  return E2eRun{std::move(status), std::move(rounds)};
+}
+
+std::vector<orchestrator::LocalRegion> BenchRegions(size_t n) {
+  std::vector<orchestrator::LocalRegion> all = {
+      {"eu-west", 100, 20, 1}, {"us-east", 50, 40, 2}, {"ap-south", 200, 60, 3}, {"sa-east", 100, 30, 2}};
+  all.resize(std::min(n, all.size()));
+  return all;
+}
+
+}  // namespace longhaul::bench

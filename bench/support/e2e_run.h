@@ -1,0 +1,29 @@
+// End-to-end benchmark runs: a job spec submitted to a LocalCluster (the real
+// orchestrator, agents, workers and linkem links), waited for, and its
+// committed rounds read back from the orchestrator's SQLite state file. Shared
+// by bench/convergence and bench/utilisation.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "longhaul/orchestrator/local_cluster.h"
+#include "longhaul/orchestrator/state_store.h"
+
+namespace longhaul::bench {
+
+struct E2eRun {
+  v1::JobStatus status;                               // final status (state, val loss, WAN bytes, wall)
+  std::vector<orchestrator::CommittedRound> rounds;  // in round order
+};
+
+// Runs `spec` to its end (bounded by `timeout`); a job that does not succeed is
+// an error carrying its reason.
+Result<E2eRun> RunJob(orchestrator::LocalCluster& cluster, const v1::JobSpec& spec, std::chrono::seconds timeout);
+
+// The four regions the benchmarks use, with WAN-like links of different speed
+// and distance (rate Mbit/s, one-way delay ms, jitter ms); the first n.
+std::vector<orchestrator::LocalRegion> BenchRegions(size_t n);
+
+}  // namespace longhaul::bench
