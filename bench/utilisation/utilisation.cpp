@@ -1,0 +1,131 @@
+// bench_utilisation: the fraction of wall time the trainer spends computing
+// (inner steps) rather than waiting on the WAN, for DiLoCo and Streaming
+// DiLoCo, end to end on a LocalCluster over linkem links.
+//
+// Workers time their inner steps (RoundReport.compute_seconds); the
+// orchestrator stores the mean over regions per committed round. Two figures
+// per configuration:
+//   in-round   = sum(compute) / sum(round wall)   (the worker's own view)
+//   end-to-end = sum(compute) / job wall time     (adds the orchestrator's
+//                                                  turnaround between rounds)
+// The baseline, measured in the same run, is "local" (the same job with no
+// cross-region sync at all): its utilisation is the ceiling that everything
+// except the WAN allows on this machine; each configuration is also printed as
+// a ratio to it.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "e2e_run.h"
+#include "longhaul/orchestrator/cli.h"
+#include "longhaul/orchestrator/demo.h"
+#include "longhaul/orchestrator/job_spec.h"
+
+using namespace longhaul;
+namespace orch = longhaul::orchestrator;
+
+namespace {
+
+struct Config {
+  std::string label;
+  std::string kind;
+  uint32_t h = 100;
+  uint32_t fragments = 1;
+  uint32_t overlap = 0;
+};
+
+struct Options {
+  std::string preset = "small";
+  uint32_t regions = 3;
+  uint32_t h = 100;
+  uint32_t rounds = 4;
+  int job_timeout_s = 900;
+};
+
+struct Figures {
+  double compute = 0, round_wall = 0, job_wall = 0;
+  double in_round() const { return round_wall > 0 ? compute / round_wall : 0; }
+  double end_to_end() const { return job_wall > 0 ? compute / job_wall : 0; }
+};
+
+Figures Measure(const bench::E2eRun& run) {
+  Figures f;
+  for (const auto& r : run.rounds) {
+    f.compute += r.compute_seconds;
+    f.round_wall += r.wall_seconds;
+  }
+  f.job_wall = run.status.wall_seconds();
+  return f;
+}
+
+v1::JobSpec SpecFor(const Config& c, const Options& o, const std::vector<orch::LocalRegion>& regions) {
+  v1::JobSpec s = orch::DefaultJobSpec();
+  s.set_name("utilisation " + c.label);
+  s.set_model_preset(o.preset);
+  s.clear_regions();
+  for (const auto& r : regions) s.add_regions(r.name);
+  s.set_region_count(static_cast<uint32_t>(regions.size()));
+  s.set_min_regions(static_cast<uint32_t>(regions.size()));
+  s.set_rounds(o.rounds);
+  s.mutable_sync()->set_kind(c.kind);
+  s.mutable_sync()->set_inner_steps(c.h);
+  s.mutable_sync()->set_fragments(c.fragments);
+  s.mutable_sync()->set_overlap_steps(c.overlap);
+  s.mutable_compression()->set_codec(v1::CODEC_INT8_BLOCK);
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"bench_utilisation: compute fraction of DiLoCo and Streaming DiLoCo over emulated WAN links"};
+  app.add_option("--preset", o.preset, "model preset (tiny | small)");
+  app.add_option("--regions", o.regions, "regions (2-4)")->check(CLI::Range(2, 4));
+  app.add_option("--inner-steps", o.h, "H, inner steps per round")->check(CLI::Range(8, 100000));
+  app.add_option("--rounds", o.rounds, "outer rounds per configuration")->check(CLI::Range(1, 1000));
+  app.add_option("--job-timeout-s", o.job_timeout_s, "give up on a job after this long");
+  CLI11_PARSE(app, argc, argv);
+
+  const uint32_t h = o.h;
+  const std::vector<Config> configs = {
+      {"local only (baseline: no WAN)", "local", h},
+      {"DiLoCo H=" + std::to_string(h) + " int8", "diloco", h},
+      {"DiLoCo H=" + std::to_string(h / 4) + " int8", "diloco", h / 4},
+      {"Streaming DiLoCo H=" + std::to_string(h) + " P=4 tau=0 int8", "streaming_diloco", h, 4, 0},
+      {"Streaming DiLoCo H=" + std::to_string(h) + " P=4 tau=" + std::to_string(h / 8) + " int8", "streaming_diloco",
+       h, 4, h / 8},
+  };
+  orch::LocalClusterOptions co;
+  co.regions = bench::BenchRegions(o.regions);
+  co.bin_dir = orch::DefaultBinDir(argv[0]);
+  co.work_dir_prefix = "/tmp/longhaul-bench-utilisation-";
+  co.round_timeout = std::chrono::seconds(300);
+  co.say = [](const std::string& line) { std::fprintf(stderr, "cluster: %s\n", line.c_str()); };
+  auto cluster = orch::LocalCluster::Start(co);
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "bench_utilisation: %s\n", cluster.status().message().c_str());
+    return 1;
+  }
+  std::printf("preset %s, %u regions over linkem links:", o.preset.c_str(), o.regions);
+  for (const auto& r : co.regions) std::printf(" %s %.0f Mbit/s %.0f ms", r.name.c_str(), r.rate_mbit, r.delay_ms);
+  std::printf("\n\n| configuration | rounds | inner steps | compute | in-round utilisation | end-to-end utilisation | "
+              "vs local |\n|---|---|---|---|---|---|---|\n");
+  double ceiling = 0;
+  for (const auto& c : configs) {
+    Options per = o;
+    per.rounds = o.rounds * (h / c.h);  // equal inner steps in every configuration
+    auto run = bench::RunJob(**cluster, SpecFor(c, per, co.regions), std::chrono::seconds(o.job_timeout_s));
+    if (!run.ok()) {
+      std::fprintf(stderr, "bench_utilisation: %s (logs: %s)\n", run.status().message().c_str(),
+                   (*cluster)->log_dir().c_str());
+      return 1;
+    }
+    const Figures f = Measure(*run);
+    if (c.kind == "local") ceiling = f.end_to_end();
+    std::printf("| %s | %u | %u | %s | %.1f%% | %.1f%% | %.2fx |\n", c.label.c_str(), per.rounds, per.rounds * c.h,
+                orch::HumanSeconds(f.compute).c_str(), 100 * f.in_round(), 100 * f.end_to_end(),
+                ceiling > 0 ? f.end_to_end() / ceiling : 0.0);
+    std::fflush(stdout);
+  }
+  return 0;
+}
