@@ -254,13 +254,8 @@ int main(int argc, char** argv) {
   const std::vector<Variant> plan = Plan(o);
   uint32_t max_regions = 0;
   for (const auto& v : plan) max_regions = std::max(max_regions, v.regions);
-  orch::LocalClusterOptions co;
-  co.regions = bench::BenchRegions(max_regions);
-  co.bin_dir = orch::DefaultBinDir(argv[0]);
+  orch::LocalClusterOptions co = bench::BenchClusterOptions(max_regions, "convergence", orch::DefaultBinDir(argv[0]));
   co.wan_emulation = !o.no_wan_emulation;
-  co.work_dir_prefix = "/tmp/longhaul-bench-convergence-";
-  co.round_timeout = std::chrono::seconds(300);
-  co.say = [](const std::string& line) { std::fprintf(stderr, "cluster: %s\n", line.c_str()); };
   auto cluster = orch::LocalCluster::Start(co);
   if (!cluster.ok()) {
     std::fprintf(stderr, "bench_convergence: %s\n", cluster.status().message().c_str());

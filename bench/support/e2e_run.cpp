@@ -25,6 +25,17 @@ Result<E2eRun> RunJob(orchestrator::LocalCluster& cluster, const v1::JobSpec& sp
   return E2eRun{std::move(status), std::move(rounds)};
 }
 
+orchestrator::LocalClusterOptions BenchClusterOptions(size_t regions, const std::string& name,
+                                                      const std::string& bin_dir) {
+  orchestrator::LocalClusterOptions co;
+  co.regions = BenchRegions(regions);
+  co.bin_dir = bin_dir;
+  co.work_dir_prefix = "/tmp/longhaul-bench-" + name + "-";
+  co.round_timeout = std::chrono::seconds(300);
+  co.say = [](const std::string& line) { std::fprintf(stderr, "cluster: %s\n", line.c_str()); };
+  return co;
+}
+
 std::vector<orchestrator::LocalRegion> BenchRegions(size_t n) {
   std::vector<orchestrator::LocalRegion> all = {
       {"eu-west", 100, 20, 1}, {"us-east", 50, 40, 2}, {"ap-south", 200, 60, 3}, {"sa-east", 100, 30, 2}};

@@ -22,6 +22,11 @@ struct E2eRun {
 // an error carrying its reason.
 Result<E2eRun> RunJob(orchestrator::LocalCluster& cluster, const v1::JobSpec& spec, std::chrono::seconds timeout);
 
+// Options for a benchmark's cluster: the first `regions` BenchRegions, binaries
+// in `bin_dir`, work directory /tmp/longhaul-bench-<name>-*, progress on stderr.
+orchestrator::LocalClusterOptions BenchClusterOptions(size_t regions, const std::string& name,
+                                                      const std::string& bin_dir);
+
 // The four regions the benchmarks use, with WAN-like links of different speed
 // and distance (rate Mbit/s, one-way delay ms, jitter ms); the first n.
 std::vector<orchestrator::LocalRegion> BenchRegions(size_t n);

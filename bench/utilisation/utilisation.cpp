@@ -95,12 +95,7 @@ int main(int argc, char** argv) {
       {"Streaming DiLoCo H=" + std::to_string(h) + " P=4 tau=" + std::to_string(h / 8) + " int8", "streaming_diloco",
        h, 4, h / 8},
   };
-  orch::LocalClusterOptions co;
-  co.regions = bench::BenchRegions(o.regions);
-  co.bin_dir = orch::DefaultBinDir(argv[0]);
-  co.work_dir_prefix = "/tmp/longhaul-bench-utilisation-";
-  co.round_timeout = std::chrono::seconds(300);
-  co.say = [](const std::string& line) { std::fprintf(stderr, "cluster: %s\n", line.c_str()); };
+  const orch::LocalClusterOptions co = bench::BenchClusterOptions(o.regions, "utilisation", orch::DefaultBinDir(argv[0]));
   auto cluster = orch::LocalCluster::Start(co);
   if (!cluster.ok()) {
     std::fprintf(stderr, "bench_utilisation: %s\n", cluster.status().message().c_str());
