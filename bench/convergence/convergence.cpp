@@ -196,8 +196,8 @@ std::string Table(const std::vector<Row>& rows, const Options& o, bool* target_m
         b && s.wan_bytes() > 0 ? static_cast<double>(b->run.status.wan_bytes()) / static_cast<double>(s.wan_bytes()) : NAN;
     t << "| " << r.v.Setting() << " | " << r.v.Policy() << " | " << s.total_rounds() << " | "
       << Fmt("%.4f", s.val_loss()) << " | " << (floor > 0 ? Fmt("%+.4f", s.val_loss() - floor) : "-") << " | "
-      << (b && b != &r ? Fmt("%+.2f%%", 100 * gap) : "-") << " | " << orch::HumanBytes(static_cast<double>(s.wan_bytes()))
-      << " | " << (b && b != &r ? Fmt("%.0fx", reduction) : "1x") << " | " << orch::HumanSeconds(s.wall_seconds())
+      << (b && b != &r ? Fmt("%+.2f%%", 100 * gap) : std::string("-")) << " | " << orch::HumanBytes(static_cast<double>(s.wan_bytes()))
+      << " | " << (b == &r ? "1x" : b ? Fmt("%.0fx", reduction) : "-") << " | " << orch::HumanSeconds(s.wall_seconds())
       << " |\n";
     if (r.v.kind == "diloco" && r.v.h == 50 && r.v.codec == v1::CODEC_INT8_BLOCK && r.v.regions == 3 &&
         r.v.data == "non-iid" && r.v.outer_momentum < 0 && b) {
