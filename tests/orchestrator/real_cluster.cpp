@@ -1,0 +1,133 @@
+#include "real_cluster.h"
+
+#include <fstream>
+#include <sstream>
+
+namespace longhaul::testing {
+
+namespace {
+const std::string kBin = LONGHAUL_BIN_DIR;
+}
+
+RealCluster::RealCluster(const std::string& tag, RealClusterOptions o) : dir(MakeTempDir(tag)), options(std::move(o)) {
+  std::vector<std::string> names = kClusterRegions;
+  names.push_back("orchestrator");
+  names.push_back("cli");
+  std::vector<std::string> allowed = kClusterRegions;
+  allowed.push_back("cli");
+  MakeKeys(dir / "keys", names, allowed);
+}
+
+RealCluster::~RealCluster() {
+  for (auto& [_, a] : agents) a->KillGroup(SIGKILL);
+  orchestrator.KillGroup(SIGKILL);
+  if (!std::getenv("LONGHAUL_KEEP_TEST_DIRS")) fs::remove_all(dir);
+}
+
+void RealCluster::StartOrchestrator(const std::string& bind) {
+  fs::remove(dir / "endpoint");
+  orchestrator.Start({kBin + "/longhaul-orchestrator", "--bind", bind, "--state", (dir / "state.sqlite").string(),
+                      "--key", (dir / "keys/orchestrator.key").string(), "--allowlist", (dir / "keys/allow").string(),
+                      "--endpoint-file", (dir / "endpoint").string(), "--checkpoint-dir",
+                      (dir / "checkpoints").string(), "--heartbeat-ms", "200", "--heartbeat-misses", "5",
+                      "--round-timeout-s", "60"},
+                     dir / "orchestrator.log");
+  auto info = orchestrator::WaitForEndpointFile(dir / "endpoint", std::chrono::seconds(15));
+  REQUIRE(info.ok());
+  ep = *info;
+}
+
+void RealCluster::StartAgent(const std::string& region) {
+  std::vector<std::string> argv = {
+      kBin + "/longhaul-agent", "--region", region, "--orchestrator", ep.control, "--orchestrator-public-key",
+      (dir / "keys/orchestrator.pub").string(), "--key", (dir / "keys" / (region + ".key")).string(), "--workers", "1",
+      "--data-host", "127.0.0.1", "--work-dir", (dir / region).string(), "--metrics", "127.0.0.1:0", "--allowlist",
+      (dir / "keys/allow").string(), "--bin-dir", kBin,
+      "--collective-timeout-s", "15"};  // survivors of a killed peer give up in seconds
+  argv.insert(argv.end(), options.agent_flags.begin(), options.agent_flags.end());
+  auto p = std::make_unique<Process>();
+  // Appended: a restarted agent keeps the log of the one before it.
+  p->Start(argv, dir / (region + ".log"));
+  agents[region] = std::move(p);
+}
+
+std::unique_ptr<orchestrator::ControlClient> RealCluster::Client() const {
+  orchestrator::ControlClientOptions co;
+  co.endpoint = ep.control;
+  co.own_keys = wan_transport::LoadKeyPair(dir / "keys/cli.key").value();
+  co.server_public_key = ep.public_key;
+  return std::move(orchestrator::ControlClient::Connect(co).value());
+}
+
+v1::JobSpec RealCluster::Spec(uint32_t rounds, uint32_t inner_steps) const {
+  v1::JobSpec s;
+  s.set_name("e2e");
+  s.set_model_preset("tiny");
+  s.set_seed(1);
+  s.mutable_data()->mutable_synthetic()->set_seed(1234);
+  s.mutable_data()->mutable_synthetic()->set_branching(4);
+  s.mutable_data()->mutable_synthetic()->set_order(2);
+  for (const auto& r : kClusterRegions) s.add_regions(r);
+  s.set_region_count(3);
+  s.set_min_regions(2);
+  s.set_workers_per_region(1);
+  s.set_rounds(rounds);
+  auto* in = s.mutable_inner();
+  in->set_name("adamw");
+  in->set_lr(3e-3);
+  in->set_beta1(0.9);
+  in->set_beta2(0.95);
+  in->set_batch_size(8);
+  s.mutable_outer()->set_name("nesterov");
+  s.mutable_outer()->set_lr(0.7);
+  s.mutable_outer()->set_momentum(0.9);
+  s.mutable_sync()->set_kind("diloco");
+  s.mutable_sync()->set_inner_steps(inner_steps);
+  s.mutable_compression()->set_codec(v1::CODEC_INT8_BLOCK);
+  s.mutable_compression()->set_block_size(256);
+  return s;
+}
+
+std::string RealCluster::Submit(const v1::JobSpec& spec) const {
+  v1::ControlMessage req;
+  *req.mutable_submit_job()->mutable_spec() = spec;
+  auto reply = Client()->Call(req);
+  REQUIRE(reply.ok());
+  return reply->submit_job_reply().job_id();
+}
+
+std::vector<orchestrator::CommittedRound> RealCluster::Rounds(const std::string& job) const {
+  auto store = orchestrator::StateStore::Open(dir / "state.sqlite");
+  REQUIRE(store.ok());
+  return (*store)->LoadRounds(job).value();
+}
+
+std::vector<orchestrator::EventRecord> RealCluster::Events(const std::string& job) const {
+  auto store = orchestrator::StateStore::Open(dir / "state.sqlite");
+  REQUIRE(store.ok());
+  return (*store)->LoadEvents(job, 1000).value();
+}
+
+std::vector<pid_t> ChildrenNamed(pid_t parent, const std::string& name) {
+  std::vector<pid_t> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // pid (comm) state ppid ...; comm may hold spaces, so parse from the last ')'.
+    const size_t close = line.rfind(')');
+    const size_t open = line.find('(');
+    if (close == std::string::npos || open == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    // comm is cut at 15 characters ("longhaul-worker" fits exactly).
+    if (ppid == parent && line.substr(open + 1, close - open - 1) == name.substr(0, 15)) out.push_back(std::stoi(pid));
+  }
+  return out;
+}
+
+}  // namespace longhaul::testing

@@ -1,0 +1,70 @@
+// RealCluster: the real longhaul-orchestrator and one longhaul-agent per
+// region (with their workers, and longhaul-linkem links when WAN emulation is
+// on) in a temp directory, for end-to-end and chaos tests. Every wait is
+// bounded; everything is killed and the directory removed at the end (kept
+// with LONGHAUL_KEEP_TEST_DIRS).
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness.h"
+#include "longhaul/orchestrator/state_store.h"
+
+namespace longhaul::testing {
+
+inline const std::vector<std::string> kClusterRegions = {"eu-west", "us-east", "ap-south"};
+
+struct RealClusterOptions {
+  std::vector<std::string> agent_flags;  // extra flags for every agent (e.g. WAN emulation)
+};
+
+struct RealCluster {
+  fs::path dir;
+  RealClusterOptions options;
+  Process orchestrator;
+  orchestrator::EndpointInfo ep;
+  std::map<std::string, std::unique_ptr<Process>> agents;
+
+  explicit RealCluster(const std::string& tag, RealClusterOptions o = {});
+  ~RealCluster();
+
+  void StartOrchestrator(const std::string& bind = "tcp://127.0.0.1:0");
+  void StartAgent(const std::string& region);
+  std::unique_ptr<orchestrator::ControlClient> Client() const;
+  // A 3-region DiLoCo+int8 job on the tiny preset (min_regions 2).
+  v1::JobSpec Spec(uint32_t rounds, uint32_t inner_steps) const;
+  std::string Submit(const v1::JobSpec& spec) const;
+  std::string Submit(uint32_t rounds, uint32_t inner_steps) const { return Submit(Spec(rounds, inner_steps)); }
+  // Polls the job's status until pred holds or `limit` passes; returns the last status.
+  template <typename Pred>
+  v1::JobStatus WaitFor(const std::string& job, Pred pred, std::chrono::seconds limit) const {
+    auto client = Client();
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    v1::JobStatus s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      v1::ControlMessage req;
+      req.mutable_job_status_request()->set_job_id(job);
+      auto reply = client->Call(req);
+      if (reply.ok()) {
+        s = reply->job_status();
+        if (pred(s)) return s;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return s;
+  }
+  std::vector<orchestrator::CommittedRound> Rounds(const std::string& job) const;
+  std::vector<orchestrator::EventRecord> Events(const std::string& job) const;
+};
+
+inline bool JobDone(const v1::JobStatus& s) { return orchestrator::IsTerminalJobState(s.state()); }
+
+// Direct children of `parent` whose executable is named `name` (from /proc).
+std::vector<pid_t> ChildrenNamed(pid_t parent, const std::string& name);
+
+}  // namespace longhaul::testing
