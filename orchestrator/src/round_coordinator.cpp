@@ -58,8 +58,9 @@ RoundDecision DecideRound(const RoundAttempt& a, Clock::TimePoint now, const std
   }
   // 2. A failed report aborts. Its region stays for the retry (the failure is
   //    usually a peer that vanished mid-collective, which rule 1 or the deadline
-  //    handles) unless it says it does not run the job at all (agent restarted):
-  //    then it is dropped and assigned the job again.
+  //    handles) unless it says it does not run the job at all (agent restarted,
+  //    or its workers died and it stopped the job): then it is dropped and
+  //    assigned the job again.
   for (const auto& [region, r] : a.reports) {
     if (!r.ok()) {
       d.outcome = RoundOutcome::kAbort;

@@ -32,6 +32,8 @@ int main(int argc, char** argv) {
   app.add_option("--wan-rate-mbit", o.wan_rate_mbit, "emulate this region's WAN link: rate (0 = no emulation)");
   app.add_option("--wan-delay-ms", o.wan_delay_ms, "emulated one-way delay");
   app.add_option("--wan-jitter-ms", o.wan_jitter_ms, "emulated delay jitter");
+  app.add_option("--validation-batches", o.validation_batches, "held-out batches per round for val_loss")
+      ->default_val(4);
   app.add_option("--bin-dir", bin_dir, "where longhaul-worker and longhaul-linkem are (default: next to this binary)");
   int heartbeat_ms = 0, collective_s = 0, start_s = 0;
   app.add_option("--heartbeat-interval-ms", heartbeat_ms, "heartbeat interval until the orchestrator sets one");

@@ -189,6 +189,16 @@ void Agent::OnAssignment(const v1::JobAssignment& a) {
   }
   auto config = AdmitJob(a, options_.region, options_.workers);
   if (!config.ok()) return Reject(a.job_id(), config.status());
+  if (auto old = jobs_.find(a.job_id()); old != jobs_.end()) {
+    // Assigned again while its previous launch here is still stopping (a worker
+    // or link emulator died and the orchestrator wants the region back): end
+    // that launch now (bounded: SIGTERM, then SIGKILL after 500 ms) so its slots
+    // are free for the new one. Counting them as busy refused the rejoin, and
+    // the region was lost to the job for good.
+    spdlog::info("job {}: assigned again; ending its previous launch first", a.job_id());
+    for (auto r = routes_.begin(); r != routes_.end();) r = r->second.first == a.job_id() ? routes_.erase(r) : std::next(r);
+    jobs_.erase(old);
+  }
   int busy = 0;
   for (auto& [id, job] : jobs_) busy += job->workers();
   if (busy + static_cast<int>(config->workers) > options_.workers) {
@@ -212,6 +222,7 @@ void Agent::OnAssignment(const v1::JobAssignment& a) {
   launch.wan_jitter_ms = options_.wan_jitter_ms;
   launch.launch_id = ++launches_;
   launch.collective_timeout = options_.timeouts.collective;
+  launch.validation_batches = options_.validation_batches;
   launch.start_timeout = options_.worker_start_timeout;
   auto job = RegionJob::Launch(*config, a, launch);
   if (!job.ok()) return Reject(a.job_id(), job.status());
@@ -219,8 +230,6 @@ void Agent::OnAssignment(const v1::JobAssignment& a) {
                a.checkpoint_path().empty() ? "" : ", restoring " + a.checkpoint_path());
   health_.ClearUnhealthy();
   failed_jobs_.erase(a.job_id());
-  // A job id seen before (its old launch still stopping): forget the old workers.
-  for (auto r = routes_.begin(); r != routes_.end();) r = r->second.first == a.job_id() ? routes_.erase(r) : std::next(r);
   jobs_[a.job_id()] = std::move(*job);
 }
 
@@ -354,7 +363,11 @@ void Agent::FailJob(RegionJob& job, const std::string& detail, bool crash) {
   }
   failed_jobs_[job.job_id()] = detail;
   v1::Error err;
-  err.set_code(v1::ERROR_CODE_UNAVAILABLE);
+  // FAILED_PRECONDITION: the job no longer runs in this region (it is being
+  // stopped below), so the orchestrator drops the region from the retry and
+  // assigns it the job afresh. A retry that still listed it would leave the
+  // survivors' workers waiting on a dead peer for a whole collective timeout.
+  err.set_code(v1::ERROR_CODE_FAILED_PRECONDITION);
   err.set_message(detail);
   if (job.phase() == RegionJob::Phase::kLaunching) {
     Reject(job.job_id(), Unavailable(detail + " at start-up; last log line: " + job.WorkerLogTail(0)));

@@ -21,6 +21,8 @@ Status AgentOptions::Validate() const {
     if (allowlist.empty()) return InvalidArgument("--allowlist is required unless --insecure");
   }
   if (workers < 1 || workers > 256) return InvalidArgument("--workers must be in [1, 256], got " + std::to_string(workers));
+  if (validation_batches < 0 || validation_batches > 4096)
+    return InvalidArgument("--validation-batches must be in [0, 4096], got " + std::to_string(validation_batches));
   if (data_host.empty()) return InvalidArgument("--data-host must not be empty");
   if (work_dir.empty()) return InvalidArgument("--work-dir must not be empty");
   if (!(std::isfinite(wan_rate_mbit) && wan_rate_mbit >= 0)) return InvalidArgument("--wan-rate-mbit must be >= 0, got " + std::to_string(wan_rate_mbit));

@@ -67,7 +67,8 @@ Status RegionJob::SpawnWorkers() {
                   "--region", options_.region,
                   "--store-dir", store.string(),
                   "--wan-host", options_.data_host,
-                  "--collective-timeout-ms", std::to_string(options_.collective_timeout.count())};
+                  "--collective-timeout-ms", std::to_string(options_.collective_timeout.count()),
+                  "--validation-batches", std::to_string(options_.validation_batches)};
     if (options_.insecure) {
       spawn.args.push_back("--insecure");
     } else {

@@ -10,7 +10,6 @@ using namespace std::chrono_literals;
 
 namespace {
 const std::string kBin = LONGHAUL_BIN_DIR;
-bool Done(const v1::JobStatus& s) { return JobDone(s); }
 }  // namespace
 
 TEST_CASE("e2e: a 3-region DiLoCo job on real agents and workers finishes", "[e2e]") {
@@ -18,7 +17,7 @@ TEST_CASE("e2e: a 3-region DiLoCo job on real agents and workers finishes", "[e2
   c.StartOrchestrator();
   for (const auto& r : kClusterRegions) c.StartAgent(r);
   const std::string job = c.Submit(3, 5);
-  auto st = c.WaitFor(job, Done, 180s);
+  auto st = c.WaitFor(job, JobDone, 180s);
   INFO("reason: " << st.reason() << " (logs in " << c.dir << ")");
   REQUIRE(st.state() == "succeeded");
   CHECK(st.round() == 3);
@@ -45,10 +44,10 @@ TEST_CASE("e2e: an agent killed mid-round, the job continues with two and replic
   c.StartOrchestrator();
   for (const auto& r : kClusterRegions) c.StartAgent(r);
   const std::string job = c.Submit(8, 150);
-  auto st = c.WaitFor(job, [](const v1::JobStatus& s) { return s.round() >= 2 || Done(s); }, 180s);
+  auto st = c.WaitFor(job, [](const v1::JobStatus& s) { return s.round() >= 2 || JobDone(s); }, 180s);
   REQUIRE(st.round() >= 2);
   c.agents["ap-south"]->KillGroup(SIGKILL);  // the agent and its workers
-  st = c.WaitFor(job, Done, 240s);
+  st = c.WaitFor(job, JobDone, 240s);
   INFO("reason: " << st.reason() << " (logs in " << c.dir << ")");
   REQUIRE(st.state() == "succeeded");
   auto rounds = c.Rounds(job);
@@ -69,11 +68,11 @@ TEST_CASE("e2e: the orchestrator is SIGKILLed and restarted mid-job, the job res
   const std::string port = c.ep.control.substr(c.ep.control.rfind(':') + 1);
   for (const auto& r : kClusterRegions) c.StartAgent(r);
   const std::string job = c.Submit(8, 150);
-  auto st = c.WaitFor(job, [](const v1::JobStatus& s) { return s.round() >= 2 || Done(s); }, 180s);
+  auto st = c.WaitFor(job, [](const v1::JobStatus& s) { return s.round() >= 2 || JobDone(s); }, 180s);
   REQUIRE(st.round() >= 2);
   c.orchestrator.Kill(SIGKILL);
   c.StartOrchestrator("tcp://127.0.0.1:" + port);
-  st = c.WaitFor(job, Done, 240s);
+  st = c.WaitFor(job, JobDone, 240s);
   INFO("reason: " << st.reason() << " (logs in " << c.dir << ")");
   REQUIRE(st.state() == "succeeded");
   auto rounds = c.Rounds(job);

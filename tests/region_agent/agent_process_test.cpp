@@ -238,6 +238,8 @@ TEST_CASE("region_agent: agent a killed worker makes the region unhealthy and th
   CHECK(!failed->msg.round_report().ok());
   CHECK(failed->msg.round_report().round() == 1);
   CHECK(failed->msg.round_report().error().message().find("worker 0") != std::string::npos);
+  // The job no longer runs here: the orchestrator drops the region from the retry.
+  CHECK(failed->msg.round_report().error().code() == v1::ERROR_CODE_FAILED_PRECONDITION);
   auto sick = orch.WaitFor([](const FakeOrchestrator::Incoming& in) {
     return in.msg.has_heartbeat() && !in.msg.heartbeat().healthy();
   }, 10s);

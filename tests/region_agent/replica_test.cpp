@@ -179,6 +179,9 @@ TEST_CASE("region_agent: A joining region receives theta and outer state from th
   REQUIRE(r2[0].ok());
   REQUIRE(r2[1].ok());
   CHECK(r2[0]->param_hash == r2[1]->param_hash);
+  // The joiner continues the job's learning-rate schedule (round 2 ends at step 4).
+  CHECK(regions[1]->trainer->optimizer().step() == 4);
+  CHECK(regions[1]->trainer->optimizer().CurrentLr() == regions[0]->trainer->optimizer().CurrentLr());
 }
 
 TEST_CASE("region_agent: A checkpoint restores theta and the outer state", "[replica]") {

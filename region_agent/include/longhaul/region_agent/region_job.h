@@ -34,6 +34,7 @@ struct JobLaunchOptions {
   double wan_jitter_ms = 0;
   uint64_t launch_id = 0;               // unique per launch: fresh Gloo store folder
   Duration collective_timeout{std::chrono::seconds(60)};
+  int validation_batches = 4;
   Duration start_timeout{std::chrono::seconds(60)};
 };
 

@@ -1,0 +1,267 @@
+// Chaos tests with the real processes: a 3-region DiLoCo job on a real
+// orchestrator and real agents whose WAN links go through longhaul-linkem, and
+// one fault per test case while it runs: kill -9 of a worker, of an agent (with
+// its workers and links; the agent is then restarted), of the orchestrator
+// (restarted on the same port), and of one link emulator (the link is cut).
+//
+// After each fault the job must finish, rounds 1..R must be committed exactly
+// once, every participant's own worker log must show the committed hash for
+// every committed round (the replicas stayed bitwise identical), the faulted
+// region must be back in the last round, and the final validation loss must be
+// within 5% of an undisturbed run of the same spec in the same cluster. Each
+// case prints its recovery time: fault -> the first round committed after the
+// orchestrator noticed the fault (its first abort), and fault -> the first
+// round with all three regions again. Every wait is bounded.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <regex>
+
+#include "longhaul/orchestrator/job_spec.h"
+#include "real_cluster.h"
+
+using namespace longhaul;
+using namespace longhaul::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::vector<std::string>& kRegions = kClusterRegions;
+// 1200 inner steps per worker at bench/convergence's lr 2e-2: the loss falls
+// from ~5.5 (uniform bytes) to ~1.6 (floor 1.11), so 5% is a real margin.
+// Measured: undisturbed runs with other model seeds land within 2% of each
+// other, the faulted runs 0.6-1.9% above; at 600 steps (still on the steep part
+// of the curve) a region lost at round 3 cost 3.6%.
+constexpr uint32_t kRounds = 24;
+constexpr uint32_t kInnerSteps = 50;
+constexpr uint32_t kFaultAtRound = 3;  // inject once this many rounds are committed
+constexpr double kLossTolerance = 0.05;
+// Survivors blocked on a lost peer give up after one collective timeout (15 s,
+// --collective-timeout-s below); detection takes ~1 s; the rest is slack for a
+// loaded machine. A retry that still listed the dead region cost a second
+// collective timeout (30 s in all), which this bound catches.
+constexpr double kRecoveryLimitSeconds = 25;
+constexpr double kRejoinLimitSeconds = 35;  // back in the ring: recovery, relaunch, next round boundary
+
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Polls until `parent` has a child named `name` (workers and linkems start
+// after the job is assigned); -1 when none appears within `limit`.
+pid_t WaitForChild(pid_t parent, const std::string& name, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto kids = ChildrenNamed(parent, name);
+    if (!kids.empty()) return kids.front();
+    std::this_thread::sleep_for(20ms);
+  }
+  return -1;
+}
+
+// "round R epoch E: hash H" lines of one worker log -> hash by (round, epoch).
+std::map<std::pair<uint32_t, uint64_t>, std::string> HashesInLog(const fs::path& log) {
+  std::map<std::pair<uint32_t, uint64_t>, std::string> out;
+  std::ifstream in(log);
+  static const std::regex line_re(R"(^round (\d+) epoch (\d+): hash (\S+) )");
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line))
+    if (std::regex_search(line, m, line_re))
+      out[{static_cast<uint32_t>(std::stoul(m[1])), std::stoull(m[2])}] = m[3];
+  return out;
+}
+
+// Every region behind longhaul-linkem links (100 Mbit/s, 10 ms one way), so
+// there are links to cut. val_loss from 64 held-out batches: with the default
+// 4, undisturbed runs with another model seed already differed by up to 6%.
+RealClusterOptions ChaosOptions() {
+  return {{"--wan-rate-mbit", "100", "--wan-delay-ms", "10", "--wan-jitter-ms", "1", "--validation-batches", "64"}};
+}
+
+// The defaults (synthetic order-1 Markov data, IID over regions) with
+// bench/convergence's training setting.
+v1::JobSpec ChaosSpec() {
+  v1::JobSpec s = orchestrator::DefaultJobSpec();
+  s.set_name("chaos");
+  s.clear_regions();
+  for (const auto& r : kRegions) s.add_regions(r);
+  s.set_region_count(3);
+  s.set_min_regions(2);
+  s.set_workers_per_region(1);
+  s.set_rounds(kRounds);
+  s.set_checkpoint_interval(0);
+  s.mutable_inner()->set_lr(2e-2);
+  s.mutable_inner()->set_warmup_steps(10);
+  s.mutable_inner()->set_batch_size(16);
+  s.mutable_outer()->set_lr(0.7);
+  s.mutable_outer()->set_momentum(0.5);
+  s.mutable_sync()->set_kind("diloco");
+  s.mutable_sync()->set_inner_steps(kInnerSteps);
+  s.mutable_compression()->set_codec(v1::CODEC_INT8_BLOCK);
+  s.mutable_compression()->set_block_size(256);
+  return s;
+}
+
+// Polls the orchestrator's region list until `region` is in `state` ("down", "up").
+bool WaitForRegionState(const RealCluster& c, const std::string& region, const std::string& state,
+                        std::chrono::seconds limit) {
+  auto client = c.Client();
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    v1::ControlMessage req;
+    req.mutable_list_regions();
+    auto reply = client->Call(req);
+    if (reply.ok())
+      for (const auto& r : reply->list_regions_reply().regions())
+        if (r.region() == region && r.state() == state) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
+fs::path WorkerLog(const RealCluster& c, const std::string& region, const std::string& job) {
+  return c.dir / region / job / "worker-0.log";
+}
+
+// An undisturbed run of the spec: its final validation loss.
+double ReferenceLoss(RealCluster& c) {
+  const std::string job = c.Submit(ChaosSpec());
+  auto st = c.WaitFor(job, JobDone, 120s);
+  INFO("reference run: " << st.reason() << " (logs in " << c.dir << ")");
+  REQUIRE(st.state() == "succeeded");
+  REQUIRE(st.val_loss() > 0);
+  return st.val_loss();
+}
+
+// What each case checks after its fault, and the recovery line it prints.
+void CheckRecovered(const RealCluster& c, const std::string& job, const std::string& fault,
+                    const std::string& region, double fault_at, double reference) {
+  auto st = c.WaitFor(job, JobDone, 180s);
+  INFO(fault << ": job " << job << " " << st.state() << ": " << st.reason() << " (logs in " << c.dir << ")");
+  REQUIRE(st.state() == "succeeded");
+
+  auto rounds = c.Rounds(job);
+  REQUIRE(rounds.size() == kRounds);
+  for (uint32_t i = 0; i < kRounds; ++i) CHECK(rounds[i].round == i + 1);  // each round once, in order
+
+  // A commit needs every participant's hash to agree; check it from the
+  // regions' side too: each participant's worker logged the committed hash.
+  std::map<std::string, std::map<std::pair<uint32_t, uint64_t>, std::string>> logged;
+  for (const auto& r : kRegions) logged[r] = HashesInLog(WorkerLog(c, r, job));
+  for (const auto& r : rounds) {
+    REQUIRE(r.participants.size() >= 2);  // min_regions
+    for (const auto& p : r.participants) {
+      INFO("round " << r.round << " epoch " << r.epoch << " participant " << p);
+      auto it = logged[p].find({r.round, r.epoch});
+      REQUIRE(it != logged[p].end());
+      CHECK(it->second == r.param_hash);
+    }
+  }
+  // The faulted region came back and took part in the last round.
+  CHECK(rounds.back().participants.size() == kRegions.size());
+
+  const double rel = std::abs(st.val_loss() - reference) / reference;
+  INFO("final val_loss " << st.val_loss() << " vs undisturbed " << reference);
+  CHECK(rel <= kLossTolerance);
+
+  // Recovery: the fault is noticed at the first abort (or restore) after it;
+  // recovered at the first commit after that; whole again at the first commit
+  // with every region.
+  auto events = c.Events(job);
+  std::optional<double> noticed;
+  for (const auto& e : events)
+    if (e.time >= fault_at && (e.kind == "round_aborted" || e.kind == "restored" || e.kind == "region_down" ||
+                               e.kind == "region_lost")) {
+      noticed = e.time;
+      break;
+    }
+  REQUIRE(noticed);  // the fault took effect: the orchestrator saw it
+  const orchestrator::CommittedRound* next = nullptr;
+  const orchestrator::CommittedRound* whole = nullptr;
+  for (const auto& r : rounds) {
+    if (!next && r.committed_at >= *noticed) next = &r;
+    if (next && !whole && r.participants.size() == kRegions.size()) whole = &r;
+  }
+  REQUIRE(next != nullptr);
+  REQUIRE(whole != nullptr);
+  CHECK(next->committed_at - fault_at <= kRecoveryLimitSeconds);
+  CHECK(whole->committed_at - fault_at <= kRejoinLimitSeconds);
+  int aborts = 0;
+  for (const auto& e : events) aborts += e.kind == "round_aborted" && e.time >= fault_at ? 1 : 0;
+  std::printf(
+      "chaos: %s (%s): recovered in %.1f s (round %u committed by %zu regions), all %zu regions in %.1f s (round "
+      "%u); %d aborted attempt(s); final val_loss %.4f vs undisturbed %.4f (%+.2f%%)\n",
+      fault.c_str(), region.c_str(), next->committed_at - fault_at, next->round, next->participants.size(),
+      kRegions.size(), whole->committed_at - fault_at, whole->round, aborts, st.val_loss(), reference,
+      100.0 * (st.val_loss() - reference) / reference);
+  std::fflush(stdout);
+}
+
+// Boots the cluster, runs the reference, submits the job under test and waits
+// until kFaultAtRound rounds are committed.
+struct ChaosRun {
+  RealCluster c;
+  double reference = 0;
+  std::string job;
+
+  explicit ChaosRun(const std::string& tag) : c(tag, ChaosOptions()) {
+    c.StartOrchestrator();
+    for (const auto& r : kRegions) c.StartAgent(r);
+    reference = ReferenceLoss(c);
+    job = c.Submit(ChaosSpec());
+    auto st = c.WaitFor(job, [](const v1::JobStatus& s) { return s.round() >= kFaultAtRound || JobDone(s); }, 120s);
+    INFO("job " << job << ": " << st.reason());
+    REQUIRE(st.state() == "running");
+    REQUIRE(st.round() >= kFaultAtRound);
+    REQUIRE(st.round() < kRounds);  // the fault lands in a running job
+  }
+};
+
+}  // namespace
+
+TEST_CASE("chaos: kill -9 one worker, the region relaunches it and rejoins", "[chaos]") {
+  ChaosRun run("chaos-worker");
+  const std::string region = "us-east";
+  const pid_t worker = WaitForChild(run.c.agents[region]->pid(), "longhaul-worker", 10s);
+  REQUIRE(worker > 0);
+  const double fault_at = UnixNow();
+  REQUIRE(::kill(worker, SIGKILL) == 0);
+  CheckRecovered(run.c, run.job, "kill -9 worker", region, fault_at, run.reference);
+}
+
+TEST_CASE("chaos: kill -9 one agent with its workers, restarted, the region rejoins", "[chaos]") {
+  ChaosRun run("chaos-agent");
+  const std::string region = "ap-south";
+  const double fault_at = UnixNow();
+  run.c.agents[region]->KillGroup(SIGKILL);  // the agent, its workers and its links
+  // Restarted once the orchestrator has marked it down, as an operator (or
+  // systemd) would after the crash.
+  CHECK(WaitForRegionState(run.c, region, "down", 10s));
+  run.c.StartAgent(region);
+  CheckRecovered(run.c, run.job, "kill -9 agent", region, fault_at, run.reference);
+}
+
+TEST_CASE("chaos: kill -9 the orchestrator, restarted on the same port, the job resumes", "[chaos]") {
+  ChaosRun run("chaos-orchestrator");
+  const std::string port = run.c.ep.control.substr(run.c.ep.control.rfind(':') + 1);
+  const double fault_at = UnixNow();
+  run.c.orchestrator.Kill(SIGKILL);
+  run.c.StartOrchestrator("tcp://127.0.0.1:" + port);
+  CheckRecovered(run.c, run.job, "kill -9 orchestrator", "control plane", fault_at, run.reference);
+}
+
+TEST_CASE("chaos: one WAN link cut (its linkem killed), the region relaunches and rejoins", "[chaos]") {
+  ChaosRun run("chaos-link");
+  const std::string region = "eu-west";
+  const pid_t linkem = WaitForChild(run.c.agents[region]->pid(), "longhaul-linkem", 10s);
+  REQUIRE(linkem > 0);
+  const double fault_at = UnixNow();
+  REQUIRE(::kill(linkem, SIGKILL) == 0);
+  CheckRecovered(run.c, run.job, "link cut (linkem killed)", region, fault_at, run.reference);
+}
