@@ -2,7 +2,9 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <deque>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -17,6 +19,7 @@
 #include "longhaul/trainer/data.h"
 #include "longhaul/trainer/intra_region.h"
 #include "longhaul/trainer/trainer.h"
+#include "zmq_poll.h"
 
 namespace longhaul::region_agent {
 
@@ -46,7 +49,12 @@ class Worker {
     const std::string frame = proto::EncodeControl(std::move(msg));
     dealer_.send(zmq::buffer(frame), zmq::send_flags::none);
   }
+  // The next message from the agent within `timeout` (-1 = wait); nothing on
+  // timeout or on a frame that does not decode (logged).
+  std::optional<v1::ControlMessage> Receive(std::chrono::milliseconds timeout);
   void OnStart(const v1::RoundCommand& cmd);
+  // RunRound on its own thread while this one keeps reading the agent.
+  Result<RoundResult> RunRoundWatched(const v1::RoundCommand& cmd);
   // Worker 0 tells the agent what its WAN connections measured, by peer region,
   // for the orchestrator's bandwidth-aware scheduler.
   void ReportLinks(const v1::RoundCommand& cmd);
@@ -68,6 +76,7 @@ class Worker {
   uint32_t restored_round_ = 0;
   std::optional<std::pair<uint32_t, uint64_t>> pending_;  // (round, epoch) awaiting a verdict
   std::filesystem::path pending_checkpoint_;
+  std::deque<v1::ControlMessage> backlog_;  // arrived while a round ran; handled after it
 };
 
 Status Worker::StartUp() {
@@ -197,6 +206,44 @@ Result<RoundResult> Worker::RunRound(const v1::RoundCommand& cmd) {
   return replica_->Run(in, l);
 }
 
+// An ABORT of the running round (or a STOP) cancels its WAN exchange at once:
+// a worker whose peer region died stops waiting on it instead of running into
+// the collective timeout, and the retry starts without delay. Whatever else
+// the agent sends meanwhile (a verdict, the next START) waits in the backlog.
+Result<RoundResult> Worker::RunRoundWatched(const v1::RoundCommand& cmd) {
+  auto round = std::async(std::launch::async, [&] { return RunRound(cmd); });
+  using namespace std::chrono_literals;
+  while (round.wait_for(0ms) != std::future_status::ready) {
+    auto msg = Receive(5ms);
+    if (!msg) continue;
+    if (msg->has_round_command() && msg->round_command().job_id() == job_id_) {
+      const auto& c = msg->round_command();
+      const bool ends_round =
+          (c.kind() == v1::RoundCommand::ABORT && c.epoch() >= cmd.epoch()) || c.kind() == v1::RoundCommand::STOP;
+      if (ends_round && wan_) {
+        std::cerr << "round " << cmd.round() << " epoch " << cmd.epoch() << ": cancelling its WAN exchange ("
+                  << (c.kind() == v1::RoundCommand::STOP ? "STOP" : "ABORT: " + c.reason()) << ")\n";
+        wan_->CancelThrough(cmd.epoch());
+      }
+    }
+    backlog_.push_back(std::move(*msg));
+  }
+  return round.get();
+}
+
+std::optional<v1::ControlMessage> Worker::Receive(std::chrono::milliseconds timeout) {
+  zmq::pollitem_t item{dealer_.handle(), 0, ZMQ_POLLIN, 0};
+  if (PollOrInterrupted(&item, 1, timeout) <= 0) return std::nullopt;
+  zmq::message_t frame;
+  if (!dealer_.recv(frame, zmq::recv_flags::dontwait)) return std::nullopt;
+  auto msg = proto::DecodeControl(frame.to_string_view());
+  if (!msg.ok()) {
+    std::cerr << "dropped a frame from the agent: " << msg.status().ToString() << "\n";
+    return std::nullopt;
+  }
+  return std::move(*msg);
+}
+
 void Worker::OnStart(const v1::RoundCommand& cmd) {
   if (pending_) OnVerdict(false, pending_->first, pending_->second, "a new START arrived");
   v1::ControlMessage msg;
@@ -205,7 +252,7 @@ void Worker::OnStart(const v1::RoundCommand& cmd) {
   report->set_round(cmd.round());
   report->set_epoch(cmd.epoch());
   report->set_region(options_.region);
-  auto result = RunRound(cmd);
+  auto result = RunRoundWatched(cmd);
   if (!result.ok()) {
     std::cerr << "round " << cmd.round() << " epoch " << cmd.epoch() << " failed: " << result.status().ToString() << "\n";
     report->set_ok(false);
@@ -288,12 +335,13 @@ void Worker::OnVerdict(bool committed, uint32_t round, uint64_t epoch, const std
 
 int Worker::Serve() {
   for (;;) {
-    zmq::message_t frame;
-    if (!dealer_.recv(frame)) continue;
-    auto msg = proto::DecodeControl(frame.to_string_view());
-    if (!msg.ok()) {
-      std::cerr << "dropped a frame from the agent: " << msg.status().ToString() << "\n";
-      continue;
+    std::optional<v1::ControlMessage> msg;
+    if (!backlog_.empty()) {
+      msg = std::move(backlog_.front());
+      backlog_.pop_front();
+    } else {
+      msg = Receive(std::chrono::milliseconds(-1));
+      if (!msg) continue;
     }
     if (msg->has_round_verdict()) {
       const auto& v = msg->round_verdict();

@@ -109,6 +109,33 @@ TEST_CASE("recv from a silent peer fails by the deadline naming the peer") {
   CHECK_FALSE((*l)->Recv(0, 0, DeadlineAfter(10ms)).ok());  // self is not a peer
 }
 
+TEST_CASE("cancelling an epoch ends a blocked recv at once; later epochs still work") {
+  Cluster c(2);
+  auto blocked = c.eps[0]->Join(c.Spec(0, 3, 7));
+  REQUIRE(blocked.ok());
+  const auto began = std::chrono::steady_clock::now();
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(200ms);
+    c.eps[0]->CancelThrough(7);
+  });
+  auto got = (*blocked)->Recv(1, 0, DeadlineAfter(30s));  // rank 1 never sends
+  const auto waited = std::chrono::steady_clock::now() - began;
+  canceller.join();
+  CHECK(got.status().code() == StatusCode::kAborted);
+  CHECK(got.status().message().find("rank 1") != std::string::npos);
+  CHECK(waited < 10s);  // not the 30 s deadline
+  // The cancelled epoch can no longer be joined; the retry's epoch can, and moves data.
+  CHECK(c.eps[0]->Join(c.Spec(0, 3, 7)).status().code() == StatusCode::kAborted);
+  auto l0 = c.eps[0]->Join(c.Spec(0, 3, 8));
+  auto l1 = c.eps[1]->Join(c.Spec(1, 3, 8));
+  REQUIRE(l0.ok());
+  REQUIRE(l1.ok());
+  REQUIRE((*l1)->Send(0, 0, Bytes(5000, 3), DeadlineAfter(5s)).ok());
+  auto retry = (*l0)->Recv(1, 0, DeadlineAfter(5s));
+  REQUIRE(retry.ok());
+  CHECK(*retry == Bytes(5000, 3));
+}
+
 TEST_CASE("frames of another job or a stale epoch are dropped, not delivered") {
   Cluster c(2);
   auto newer = c.eps[1]->Join(c.Spec(1, 2, 5));

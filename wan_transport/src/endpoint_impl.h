@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -87,6 +88,11 @@ class WanEndpoint::Impl {
   std::map<GroupKey, GroupRx> groups_;  // guarded by mu_
   std::set<GroupKey> closed_groups_;    // frames for these are dropped
   uint64_t newest_epoch_ = 0;           // frames with an older epoch are stale
+  std::optional<uint64_t> cancelled_through_;  // groups of this epoch and older are cancelled
+  bool Cancelled(uint64_t epoch) const { return cancelled_through_ && epoch <= *cancelled_through_; }
+  Status CancelledError(const std::string& what) const {
+    return Aborted(what + ": epoch " + std::to_string(*cancelled_through_) + " and older were cancelled (round aborted)");
+  }
   uint64_t inflight_bytes_ = 0;
   std::deque<std::shared_ptr<OutTransfer>> submitted_;              // new, for the I/O thread
   std::map<uint64_t, std::shared_ptr<OutTransfer>> unacked_;       // by transfer_id

@@ -260,9 +260,13 @@ Result<std::shared_ptr<OutTransfer>> WanEndpoint::Impl::Enqueue(std::shared_ptr<
   {
     std::unique_lock lock(mu_);
     // One message larger than the window may go when nothing else is in flight.
+    // Probes belong to no round: only round transfers are cancelled.
+    const bool probe = t->base.job_id() == kProbeJob;
+    auto cancelled = [&] { return !probe && Cancelled(t->base.epoch()); };
     bool ok = cv_.wait_until(lock, deadline, [&] {
-      return inflight_bytes_ == 0 || inflight_bytes_ + t->size() <= opt_.max_inflight_bytes;
+      return cancelled() || inflight_bytes_ == 0 || inflight_bytes_ + t->size() <= opt_.max_inflight_bytes;
     });
+    if (cancelled()) return CancelledError("send to " + t->peer_endpoint);
     if (!ok) {
       return DeadlineExceeded("send to " + t->peer_endpoint + ": " + std::to_string(inflight_bytes_) +
                               " bytes still unacknowledged (max_inflight_bytes " + std::to_string(opt_.max_inflight_bytes) + ")");

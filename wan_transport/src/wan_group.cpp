@@ -65,6 +65,7 @@ class WanGroupLink final : public sync_policies::CollectiveLink {
     std::unique_lock lock(ep_->mu_);
     uint32_t& seq = recv_seq_[{peer, tag}];
     while (true) {
+      if (ep_->Cancelled(spec_.epoch)) return ep_->CancelledError("waiting for tag " + std::to_string(tag) + " from " + who);
       auto& streams = ep_->groups_[key_].streams;
       auto& stream = streams[{peer, tag}];
       auto it = stream.find(seq);
@@ -129,6 +130,16 @@ class WanGroupLink final : public sync_policies::CollectiveLink {
 
 }  // namespace
 
+void WanEndpoint::CancelThrough(uint64_t epoch) {
+  {
+    std::lock_guard lock(impl_->mu_);
+    if (impl_->cancelled_through_ && *impl_->cancelled_through_ >= epoch) return;
+    impl_->cancelled_through_ = epoch;
+  }
+  spdlog::info("wan {}: groups of epoch <= {} cancelled", impl_->endpoint_, epoch);
+  impl_->cv_.notify_all();
+}
+
 Result<std::unique_ptr<sync_policies::CollectiveLink>> WanEndpoint::Join(const GroupSpec& spec) {
   if (spec.peers.empty()) return InvalidArgument("GroupSpec.peers is empty");
   if (spec.rank < 0 || spec.rank >= static_cast<int>(spec.peers.size())) {
@@ -148,6 +159,7 @@ Result<std::unique_ptr<sync_policies::CollectiveLink>> WanEndpoint::Join(const G
   }
   {
     std::lock_guard lock(impl_->mu_);
+    if (impl_->Cancelled(spec.epoch)) return impl_->CancelledError("joining round " + std::to_string(spec.round));
     if (spec.epoch < impl_->newest_epoch_) {
       return FailedPrecondition("GroupSpec.epoch " + std::to_string(spec.epoch) + " is older than epoch " +
                                 std::to_string(impl_->newest_epoch_) + " already joined");

@@ -38,6 +38,9 @@ class WanPort {
   virtual Result<std::unique_ptr<sync_policies::CollectiveLink>> Join(const std::vector<WanPeer>& peers, int rank,
                                                                       uint32_t round, uint64_t epoch,
                                                                       int connections_per_peer, Deadline deadline) = 0;
+  // Ends the groups of epoch <= `epoch` now (their blocked sends and receives
+  // return kAborted): the orchestrator aborted that round.
+  virtual void CancelThrough(uint64_t epoch) = 0;
   // Passive estimates from real transfers so far, by peer endpoint.
   virtual std::map<std::string, LinkMeasurement> measurements() const = 0;
 };

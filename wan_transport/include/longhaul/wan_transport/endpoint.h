@@ -87,6 +87,12 @@ class WanEndpoint {
   // A link for one round. The endpoint must outlive the link.
   Result<std::unique_ptr<sync_policies::CollectiveLink>> Join(const GroupSpec& spec);
 
+  // Ends every group of epoch <= `epoch` now: a Recv or a send blocked in it
+  // returns kAborted at once, and such an epoch can no longer be joined. For a
+  // round the orchestrator aborted (a region died): the survivors stop waiting
+  // on the dead peer instead of running into their deadline.
+  void CancelThrough(uint64_t epoch);
+
   // Active probe: RTT from small round trips, bandwidth from timing probe_bytes.
   Result<ProbeResult> Probe(const PeerSpec& peer, size_t probe_bytes, Deadline deadline);
 
