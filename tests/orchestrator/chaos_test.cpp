@@ -223,18 +223,23 @@ struct ChaosRun {
     REQUIRE(st.round() >= kFaultAtRound);
     REQUIRE(st.round() < kRounds);  // the fault lands in a running job
   }
+
+  // kill -9 of one process the region's agent started (a worker, a link
+  // emulator), then the recovery checks.
+  void KillChildOfAgent(const std::string& region, const std::string& name, const std::string& fault) {
+    const pid_t child = WaitForChild(c.agents[region]->pid(), name, 10s);
+    REQUIRE(child > 0);
+    const double fault_at = UnixNow();
+    REQUIRE(::kill(child, SIGKILL) == 0);
+    CheckRecovered(c, job, fault, region, fault_at, reference);
+  }
 };
 
 }  // namespace
 
 TEST_CASE("chaos: kill -9 one worker, the region relaunches it and rejoins", "[chaos]") {
   ChaosRun run("chaos-worker");
-  const std::string region = "us-east";
-  const pid_t worker = WaitForChild(run.c.agents[region]->pid(), "longhaul-worker", 10s);
-  REQUIRE(worker > 0);
-  const double fault_at = UnixNow();
-  REQUIRE(::kill(worker, SIGKILL) == 0);
-  CheckRecovered(run.c, run.job, "kill -9 worker", region, fault_at, run.reference);
+  run.KillChildOfAgent("us-east", "longhaul-worker", "kill -9 worker");
 }
 
 TEST_CASE("chaos: kill -9 one agent with its workers, restarted, the region rejoins", "[chaos]") {
@@ -260,10 +265,5 @@ TEST_CASE("chaos: kill -9 the orchestrator, restarted on the same port, the job 
 
 TEST_CASE("chaos: one WAN link cut (its linkem killed), the region relaunches and rejoins", "[chaos]") {
   ChaosRun run("chaos-link");
-  const std::string region = "eu-west";
-  const pid_t linkem = WaitForChild(run.c.agents[region]->pid(), "longhaul-linkem", 10s);
-  REQUIRE(linkem > 0);
-  const double fault_at = UnixNow();
-  REQUIRE(::kill(linkem, SIGKILL) == 0);
-  CheckRecovered(run.c, run.job, "link cut (linkem killed)", region, fault_at, run.reference);
+  run.KillChildOfAgent("eu-west", "longhaul-linkem", "link cut (linkem killed)");
 }
