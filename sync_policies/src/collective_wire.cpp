@@ -16,6 +16,12 @@ uint32_t ReadU32(const std::byte* p) {
   return v;
 }
 
+std::string PartName(Part part) {
+  std::string name = "chunk " + std::to_string(part.chunk);
+  if (part.pieces > 1) name += " piece " + std::to_string(part.piece) + "/" + std::to_string(part.pieces);
+  return name;
+}
+
 }  // namespace
 
 const char* PhaseName(Phase phase) {
@@ -32,25 +38,26 @@ const char* PhaseName(Phase phase) {
   return "unknown phase";
 }
 
-Status SendFrame(CollectiveLink& link, int peer, Phase phase, uint32_t chunk, std::span<const std::byte> payload,
+Status SendFrame(CollectiveLink& link, int peer, Phase phase, Part part, std::span<const std::byte> payload,
                  Deadline deadline, uint64_t* bytes_sent) {
   const size_t size = kHeaderBytes + payload.size();
   std::vector<std::byte> bytes = link.Buffer(size);
-  uint32_t header[4] = {kMagic, static_cast<uint32_t>(phase), chunk, static_cast<uint32_t>(link.world_size())};
+  uint32_t header[6] = {kMagic,      static_cast<uint32_t>(phase), part.chunk,
+                        part.piece, part.pieces,                  static_cast<uint32_t>(link.world_size())};
   std::memcpy(bytes.data(), header, kHeaderBytes);
   if (!payload.empty()) std::memcpy(bytes.data() + kHeaderBytes, payload.data(), payload.size());
   Status s = link.SendOwned(peer, Tag(phase), std::move(bytes), deadline);
   if (!s.ok())
-    return s.WithContext(std::string(PhaseName(phase)) + ": sending chunk " + std::to_string(chunk) + " to peer rank " +
+    return s.WithContext(std::string(PhaseName(phase)) + ": sending " + PartName(part) + " to peer rank " +
                          std::to_string(peer));
   if (bytes_sent) *bytes_sent += size;
   return Status::Ok();
 }
 
-Result<Frame> RecvFrame(CollectiveLink& link, int peer, Phase phase, uint32_t chunk, size_t payload_bytes,
+Result<Frame> RecvFrame(CollectiveLink& link, int peer, Phase phase, Part part, size_t payload_bytes,
                         Deadline deadline) {
-  std::string where = std::string(PhaseName(phase)) + ": receiving chunk " + std::to_string(chunk) +
-                      " from peer rank " + std::to_string(peer);
+  std::string where = std::string(PhaseName(phase)) + ": receiving " + PartName(part) + " from peer rank " +
+                      std::to_string(peer);
   auto received = link.Recv(peer, Tag(phase), deadline);
   if (!received.ok()) return received.status().WithContext(where);
   Frame frame(&link, std::move(received).value());
@@ -59,9 +66,11 @@ Result<Frame> RecvFrame(CollectiveLink& link, int peer, Phase phase, uint32_t ch
   const std::byte* h = frame.bytes.data();
   if (ReadU32(h) != kMagic || ReadU32(h + 4) != static_cast<uint32_t>(phase))
     return DataLoss(where + ": not a " + PhaseName(phase) + " message");
-  if (ReadU32(h + 8) != chunk || ReadU32(h + 12) != static_cast<uint32_t>(link.world_size()))
-    return DataLoss(where + ": got chunk " + std::to_string(ReadU32(h + 8)) + " of a world of " +
-                    std::to_string(ReadU32(h + 12)) + " (stale or misrouted message)");
+  const Part got{ReadU32(h + 8), ReadU32(h + 12), ReadU32(h + 16)};
+  if (got.chunk != part.chunk || got.piece != part.piece || got.pieces != part.pieces ||
+      ReadU32(h + 20) != static_cast<uint32_t>(link.world_size()))
+    return DataLoss(where + ": got " + PartName(got) + " of a world of " + std::to_string(ReadU32(h + 20)) +
+                    " (stale or misrouted message)");
   if (frame.bytes.size() - kHeaderBytes != payload_bytes)
     return DataLoss(where + ": payload of " + std::to_string(frame.bytes.size() - kHeaderBytes) + " bytes, expected " +
                     std::to_string(payload_bytes));

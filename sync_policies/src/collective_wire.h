@@ -1,6 +1,8 @@
-// Framing of collective messages: a 16-byte header (magic, phase, chunk, world
-// size) before each payload, so a receiver can tell a stale or misrouted message
-// from the one it expects and fail with an error naming the peer.
+// Framing of collective messages: a 24-byte header (magic, phase, chunk, piece,
+// pieces, world size; u32 little-endian) before each payload, so a receiver can
+// tell a stale or misrouted message from the one it expects and fail with an
+// error naming the peer. A chunk travels as `pieces` messages so that the ring
+// can pipeline: a hop forwards piece p while piece p+1 is still on the wire.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +18,14 @@
 namespace longhaul::sync_policies::wire {
 
 enum class Phase : uint32_t { kReduceScatter = 1, kAllGather = 2, kSparseAllGather = 3, kBroadcast = 4 };
-inline constexpr size_t kHeaderBytes = 16;
+inline constexpr size_t kHeaderBytes = 24;
+
+// Which message of a phase: chunk `chunk`, piece `piece` of `pieces`.
+struct Part {
+  uint32_t chunk = 0;
+  uint32_t piece = 0;
+  uint32_t pieces = 1;
+};
 
 const char* PhaseName(Phase phase);
 
@@ -37,11 +46,11 @@ struct Frame {
 };
 
 // Sends header + payload to `peer`; adds the bytes sent to *bytes_sent.
-Status SendFrame(CollectiveLink& link, int peer, Phase phase, uint32_t chunk, std::span<const std::byte> payload,
+Status SendFrame(CollectiveLink& link, int peer, Phase phase, Part part, std::span<const std::byte> payload,
                  Deadline deadline, uint64_t* bytes_sent);
-// Receives the next frame of `phase` from `peer` and checks it is `chunk` with a
+// Receives the next frame of `phase` from `peer` and checks it is `part` with a
 // payload of `payload_bytes`; errors name the peer rank.
-Result<Frame> RecvFrame(CollectiveLink& link, int peer, Phase phase, uint32_t chunk, size_t payload_bytes,
+Result<Frame> RecvFrame(CollectiveLink& link, int peer, Phase phase, Part part, size_t payload_bytes,
                         Deadline deadline);
 
 }  // namespace longhaul::sync_policies::wire

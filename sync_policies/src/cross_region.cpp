@@ -40,13 +40,13 @@ Status Broadcast(CollectiveLink& link, int root, std::span<float> data, Deadline
   std::optional<wire::Frame> frame;
   if (distance > 0) {
     auto received = wire::RecvFrame(link, (rank + world - 1) % world, wire::Phase::kBroadcast,
-                                    static_cast<uint32_t>(root), bytes, deadline);
+                                    {static_cast<uint32_t>(root)}, bytes, deadline);
     if (!received.ok()) return received.status().WithContext("broadcast on rank " + std::to_string(rank));
     frame.emplace(std::move(received).value());
     payload = frame->payload();
   }
   if (distance < world - 1) {
-    Status s = wire::SendFrame(link, (rank + 1) % world, wire::Phase::kBroadcast, static_cast<uint32_t>(root), payload,
+    Status s = wire::SendFrame(link, (rank + 1) % world, wire::Phase::kBroadcast, {static_cast<uint32_t>(root)}, payload,
                                deadline, nullptr);
     if (!s.ok()) return s.WithContext("broadcast on rank " + std::to_string(rank));
   }

@@ -4,7 +4,9 @@
 // hop decodes the partial sum, adds its own chunk in fp32 and re-encodes; the
 // chunk's owner divides by world size, encodes the mean once, decodes its own
 // bytes, and the all-gather forwards those exact bytes, so every participant
-// ends with bitwise-identical values whatever the arrival order.
+// ends with bitwise-identical values whatever the arrival order. Chunks travel
+// as pieces of at most kRingPieceFloats values (each encoded on its own), so a
+// hop forwards one piece while the next is still on the wire.
 // kTopK: all-gather of the sparse payloads, summed in rank order by everyone.
 //
 // Failure is all or nothing: on any error (naming the peer rank) `data` and the
@@ -25,6 +27,8 @@ struct CollectiveStats {
   uint64_t bytes_sent = 0;  // payload bytes this participant sent
   double seconds = 0;       // wall time of the collective
 };
+
+inline constexpr size_t kRingPieceFloats = size_t{1} << 19;
 
 // Mean of `data` over all participants, in place. `feedback` (optional) is this
 // participant's top-k error feedback; other codecs ignore it. world_size 1
