@@ -42,8 +42,9 @@ Status SendFrame(CollectiveLink& link, int peer, Phase phase, Part part, std::sp
                  Deadline deadline, uint64_t* bytes_sent) {
   const size_t size = kHeaderBytes + payload.size();
   std::vector<std::byte> bytes = link.Buffer(size);
-  uint32_t header[6] = {kMagic,      static_cast<uint32_t>(phase), part.chunk,
-                        part.piece, part.pieces,                  static_cast<uint32_t>(link.world_size())};
+  uint32_t header[6] = {kMagic,      static_cast<uint32_t>(phase),
+                        part.chunk,  part.piece,
+                        part.pieces, static_cast<uint32_t>(link.world_size())};
   std::memcpy(bytes.data(), header, kHeaderBytes);
   if (!payload.empty()) std::memcpy(bytes.data() + kHeaderBytes, payload.data(), payload.size());
   Status s = link.SendOwned(peer, Tag(phase), std::move(bytes), deadline);
@@ -56,8 +57,8 @@ Status SendFrame(CollectiveLink& link, int peer, Phase phase, Part part, std::sp
 
 Result<Frame> RecvFrame(CollectiveLink& link, int peer, Phase phase, Part part, size_t payload_bytes,
                         Deadline deadline) {
-  std::string where = std::string(PhaseName(phase)) + ": receiving " + PartName(part) + " from peer rank " +
-                      std::to_string(peer);
+  std::string where =
+      std::string(PhaseName(phase)) + ": receiving " + PartName(part) + " from peer rank " + std::to_string(peer);
   auto received = link.Recv(peer, Tag(phase), deadline);
   if (!received.ok()) return received.status().WithContext(where);
   Frame frame(&link, std::move(received).value());

@@ -46,8 +46,8 @@ Status Broadcast(CollectiveLink& link, int root, std::span<float> data, Deadline
     payload = frame->payload();
   }
   if (distance < world - 1) {
-    Status s = wire::SendFrame(link, (rank + 1) % world, wire::Phase::kBroadcast, {static_cast<uint32_t>(root)}, payload,
-                               deadline, nullptr);
+    Status s = wire::SendFrame(link, (rank + 1) % world, wire::Phase::kBroadcast, {static_cast<uint32_t>(root)},
+                               payload, deadline, nullptr);
     if (!s.ok()) return s.WithContext("broadcast on rank " + std::to_string(rank));
   }
   if (distance > 0 && bytes > 0) std::memcpy(data.data(), payload.data(), bytes);

@@ -1,9 +1,9 @@
 // Dense AllReduceMean: ring reduce-scatter with fp32 accumulation and
 // re-quantisation per hop, then a ring all-gather of the owners' exact bytes.
 //
-// Pipelined: every chunk travels as pieces, and a
-// hop reduces and forwards piece p as soon as it arrives, while the pieces behind
-// it are still on the wire (kRingPieceFloats). Working memory is one piece of fp32 scratch plus the
+// Pipelined: every chunk travels as pieces of kRingPieceFloats values, and a hop
+// reduces and forwards piece p as soon as it arrives, while the pieces behind it
+// are still on the wire. Working memory is one piece of fp32 scratch plus the
 // encoded chunks the all-gather delivers; `data` is only read until every
 // message has arrived, then written once.
 #include "collective_wire.h"
@@ -14,21 +14,19 @@
 namespace longhaul::sync_policies {
 namespace {
 
-constexpr size_t kPieceFloats = kRingPieceFloats;
-
 // Chunk c of the ring and its pieces.
 class ChunkPieces {
  public:
   ChunkPieces(std::span<float> data, int world, int c) {
     auto [begin, end] = FragmentRange(data.size(), static_cast<uint32_t>(world), static_cast<uint32_t>(c));
     chunk_ = data.subspan(begin, end - begin);
-    count_ = static_cast<uint32_t>(std::max<size_t>(1, (chunk_.size() + kPieceFloats - 1) / kPieceFloats));
+    count_ = static_cast<uint32_t>(std::max<size_t>(1, (chunk_.size() + kRingPieceFloats - 1) / kRingPieceFloats));
     index_ = static_cast<uint32_t>(c);
   }
   uint32_t count() const { return count_; }
   std::span<float> piece(uint32_t p) const {
-    size_t begin = std::min(chunk_.size(), p * kPieceFloats);
-    return chunk_.subspan(begin, std::min(chunk_.size() - begin, kPieceFloats));
+    size_t begin = std::min(chunk_.size(), p * kRingPieceFloats);
+    return chunk_.subspan(begin, std::min(chunk_.size() - begin, kRingPieceFloats));
   }
   wire::Part part(uint32_t p) const { return {index_, p, count_}; }
 
@@ -113,7 +111,8 @@ Status RingAllReduceMean(CollectiveLink& link, std::span<float> data, const Comp
     for (uint32_t p = 0; p < out.count(); ++p) {
       std::span<const std::byte> bytes = is_own ? std::span<const std::byte>(own_encoded[p]) : gathered[c][p].payload();
       Status s_decode = codec.Decode(bytes, out.piece(p));
-      if (!s_decode.ok()) return Internal("all-gather: decoding chunk " + std::to_string(c) + ": " + s_decode.ToString());
+      if (!s_decode.ok())
+        return Internal("all-gather: decoding chunk " + std::to_string(c) + ": " + s_decode.ToString());
     }
   }
   return Status::Ok();

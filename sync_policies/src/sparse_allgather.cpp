@@ -26,10 +26,12 @@ Status SparseAllGatherMean(CollectiveLink& link, std::span<float> data, const Co
   const size_t expected = codec.EncodedBytes(data.size());
   for (int s = 0; s < world - 1; ++s) {
     int send_origin = (rank - s + 2 * world) % world, recv_origin = (rank - s - 1 + 2 * world) % world;
-    LONGHAUL_RETURN_IF_ERROR(wire::SendFrame(link, right, wire::Phase::kSparseAllGather, {static_cast<uint32_t>(send_origin)},
-                                             payloads[send_origin], deadline, bytes_sent));
-    LONGHAUL_ASSIGN_OR_RETURN(
-        wire::Frame frame, wire::RecvFrame(link, left, wire::Phase::kSparseAllGather, {static_cast<uint32_t>(recv_origin)}, expected, deadline));
+    LONGHAUL_RETURN_IF_ERROR(wire::SendFrame(link, right, wire::Phase::kSparseAllGather,
+                                             {static_cast<uint32_t>(send_origin)}, payloads[send_origin], deadline,
+                                             bytes_sent));
+    LONGHAUL_ASSIGN_OR_RETURN(wire::Frame frame,
+                              wire::RecvFrame(link, left, wire::Phase::kSparseAllGather,
+                                              {static_cast<uint32_t>(recv_origin)}, expected, deadline));
     payloads[recv_origin].assign(frame.payload().begin(), frame.payload().end());
   }
   std::vector<float> sum(data.size(), 0.0f), decoded(data.size());
