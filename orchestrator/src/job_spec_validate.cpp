@@ -3,6 +3,7 @@
 #include <set>
 
 #include "longhaul/orchestrator/job_spec.h"
+#include "worker_spec_rules.h"
 
 namespace longhaul::orchestrator {
 namespace {
@@ -59,21 +60,9 @@ Status ValidateSync(const v1::JobSpec& s) {
   return Status::Ok();
 }
 
-}  // namespace
-
-Status ValidateJobSpec(const v1::JobSpec& s) {
-  if (s.name().empty() || s.name().size() > 128) return Bad("name", "must be 1..128 characters", "'" + s.name() + "'");
-  if (s.model_preset().empty()) return Bad("model_preset", "must name a preset such as 'tiny'", "nothing");
-  if (s.rounds() == 0 || s.rounds() > 1000000) return Bad("rounds", "must be in 1..1000000", std::to_string(s.rounds()));
-  const uint32_t need = RequiredRegions(s);
-  if (need == 0 || need > 64) return Bad("region_count", "must be in 1..64", std::to_string(need));
-  if (s.regions_size() > 0 && s.region_count() != 0 && s.region_count() != static_cast<uint32_t>(s.regions_size()))
-    return Bad("region_count", "must equal the number of names in 'regions' (" + std::to_string(s.regions_size()) + ")",
-               std::to_string(s.region_count()));
-  if (s.min_regions() == 0 || s.min_regions() > need)
-    return Bad("min_regions", "must be in 1.." + std::to_string(need), std::to_string(s.min_regions()));
-  if (s.workers_per_region() == 0 || s.workers_per_region() > 256)
-    return Bad("workers_per_region", "must be in 1..256", std::to_string(s.workers_per_region()));
+// The built-in trainer needs data; a command worker may bring its own, and any
+// data it is given is checked the same way and passed through to it.
+Status ValidateData(const v1::JobSpec& s) {
   if (s.data().has_text_file()) {
     const auto& t = s.data().text_file();
     if (t.path().empty()) return Bad("data.text_file.path", "must be set", "nothing");
@@ -84,9 +73,28 @@ Status ValidateJobSpec(const v1::JobSpec& s) {
     if (d.branching() < 1 || d.branching() > 256)
       return Bad("data.synthetic.branching", "must be in 1..256", std::to_string(d.branching()));
     if (d.order() < 1 || d.order() > 2) return Bad("data.synthetic.order", "must be 1 or 2", std::to_string(d.order()));
-  } else {
-    return Bad("data", "must have 'synthetic' or 'text_file'", "neither");
+  } else if (!worker_rules::IsCommandWorker(s)) {
+    return Bad("data", "must have 'synthetic' or 'text_file' (only a worker.command may leave it out)", "neither");
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidateJobSpec(const v1::JobSpec& s) {
+  if (s.name().empty() || s.name().size() > 128) return Bad("name", "must be 1..128 characters", "'" + s.name() + "'");
+  if (s.rounds() == 0 || s.rounds() > 1000000) return Bad("rounds", "must be in 1..1000000", std::to_string(s.rounds()));
+  const uint32_t need = RequiredRegions(s);
+  if (need == 0 || need > 64) return Bad("region_count", "must be in 1..64", std::to_string(need));
+  if (s.regions_size() > 0 && s.region_count() != 0 && s.region_count() != static_cast<uint32_t>(s.regions_size()))
+    return Bad("region_count", "must equal the number of names in 'regions' (" + std::to_string(s.regions_size()) + ")",
+               std::to_string(s.region_count()));
+  if (s.min_regions() == 0 || s.min_regions() > need)
+    return Bad("min_regions", "must be in 1.." + std::to_string(need), std::to_string(s.min_regions()));
+  if (s.workers_per_region() == 0 || s.workers_per_region() > 256)
+    return Bad("workers_per_region", "must be in 1..256", std::to_string(s.workers_per_region()));
+  LONGHAUL_RETURN_IF_ERROR(worker_rules::CheckWorker(s));
+  LONGHAUL_RETURN_IF_ERROR(ValidateData(s));
   LONGHAUL_RETURN_IF_ERROR(ValidateOptimizers(s));
   return ValidateSync(s);
 }

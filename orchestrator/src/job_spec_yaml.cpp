@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "longhaul/orchestrator/job_spec.h"
+#include "worker_spec_rules.h"
 
 namespace longhaul::orchestrator {
 namespace {
@@ -96,6 +97,12 @@ class FieldReader {
     if (!n.IsMap()) return Error(n, "field '" + Name(key) + "' must be a mapping of fields");
     out->emplace(n);
     return Status::Ok();
+  }
+  // A field of any shape (checked by the caller); absent when not written, even as null.
+  void Any(const char* key, std::optional<YAML::Node>* out) {
+    used_.insert(key);
+    YAML::Node n = map_[key];
+    if (n) out->emplace(n);
   }
   Status RejectUnknown() const {
     for (const auto& kv : map_) {
@@ -225,11 +232,117 @@ Status ParseCompression(const YAML::Node& node, std::string_view src, v1::Compre
   return r.RejectUnknown();
 }
 
+// `worker: {command: [...], env: {...}, working_dir: ...}` runs the user's
+// program; any other `worker` mapping configures the built-in trainer.
+Status ParseCommandWorker(const YAML::Node& node, FieldReader& r, v1::CommandWorker* c) {
+  for (const char* key : {"preset", "context", "embed", "hidden", "layers"})
+    if (node[key])
+      return r.Error(node[key], "field 'worker." + std::string(key) +
+                                    "' configures the built-in trainer and cannot be combined with 'worker.command'");
+  std::optional<YAML::Node> cmd, env;
+  r.Any("command", &cmd);
+  r.Any("env", &env);
+  std::string dir;
+  LONGHAUL_RETURN_IF_ERROR(r.Str("working_dir", &dir));
+  LONGHAUL_RETURN_IF_ERROR(r.RejectUnknown());
+  const YAML::Node& argv = *cmd;
+  if (!argv.IsSequence() || argv.size() == 0)
+    return r.Error(argv, "field 'worker.command' must be a non-empty list such as [python3, train.py]");
+  if (argv.size() > worker_rules::kMaxArgs)
+    return r.Error(argv, "field 'worker.command' must have at most " + std::to_string(worker_rules::kMaxArgs) +
+                             " entries, got " + std::to_string(argv.size()));
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const YAML::Node item = argv[i];
+    if (!item.IsScalar())
+      return r.Error(item, "field 'worker.command[" + std::to_string(i) + "]' must be a non-empty string");
+    const Status ok = worker_rules::CheckArg(i, item.Scalar());
+    if (!ok.ok()) return r.Error(item, ok.message());
+    c->add_argv(item.Scalar());
+  }
+  if (env && !env->IsNull()) {
+    if (!env->IsMap()) return r.Error(*env, "field 'worker.env' must be a mapping of NAME: value");
+    if (env->size() > worker_rules::kMaxEnv)
+      return r.Error(*env, "field 'worker.env' must have at most " + std::to_string(worker_rules::kMaxEnv) +
+                               " entries, got " + std::to_string(env->size()));
+    for (const auto& kv : *env) {
+      if (!kv.first.IsScalar()) return r.Error(kv.first, "field 'worker.env' must have plain names as keys");
+      const std::string name = kv.first.Scalar();
+      const std::string value = kv.second.IsScalar() ? kv.second.Scalar() : "";
+      const Status ok = worker_rules::CheckEnv(name, value);
+      if (!ok.ok()) return r.Error(kv.first, ok.message());
+      if (!kv.second.IsScalar())
+        return r.Error(kv.first, "field 'worker.env." + name + "' must be a string (write '' for an empty value)");
+      if (c->env().count(name)) return r.Error(kv.first, "field 'worker.env' sets '" + name + "' twice");
+      (*c->mutable_env())[name] = value;
+    }
+  }
+  const Status ok = worker_rules::CheckWorkingDir(dir);
+  if (!ok.ok()) return r.Error(node["working_dir"], ok.message());
+  c->set_working_dir(dir);
+  return Status::Ok();
+}
+
+Status ParseBuiltinWorker(const YAML::Node& node, FieldReader& r, v1::BuiltinWorker* b) {
+  for (const char* key : {"env", "working_dir"})
+    if (node[key])
+      return r.Error(node[key], "field 'worker." + std::string(key) + "' applies only to a 'worker.command'");
+  LH_FIELD(r, Str, b, preset);
+  LH_FIELD(r, U32, b, context);
+  LH_FIELD(r, U32, b, embed);
+  LH_FIELD(r, U32, b, hidden);
+  LH_FIELD(r, U32, b, layers);
+  LONGHAUL_RETURN_IF_ERROR(r.RejectUnknown());
+  if (node["preset"]) {
+    const Status ok = worker_rules::CheckPreset("worker.preset", b->preset());
+    if (!ok.ok()) return r.Error(node["preset"], ok.message());
+  }
+  const std::pair<const char*, uint32_t> dims[] = {
+      {"context", b->context()}, {"embed", b->embed()}, {"hidden", b->hidden()}, {"layers", b->layers()}};
+  for (const auto& [key, value] : dims) {
+    const Status ok = worker_rules::CheckBuiltinDim(key, value);
+    if (!ok.ok()) return r.Error(node[key], ok.message());
+  }
+  const Status ok = worker_rules::CheckBuiltinDims(*b);
+  return ok.ok() ? ok : r.Error(node, ok.message());
+}
+
+Status ParseWorker(const YAML::Node& node, std::string_view src, v1::WorkerSpec* w) {
+  FieldReader r(node, "worker", src);
+  if (node["command"]) return ParseCommandWorker(node, r, w->mutable_command());
+  return ParseBuiltinWorker(node, r, w->mutable_builtin());
+}
+
+// DefaultJobSpec names the tiny preset; what the spec says decides what runs. A
+// built-in worker's preset is written to both fields so either spelling reads it.
+Status ResolveWorker(const YAML::Node& root, const FieldReader& r, bool data_given, v1::JobSpec* spec) {
+  const YAML::Node mp = root["model_preset"];
+  const bool preset_given = mp && !mp.IsNull();
+  if (worker_rules::IsCommandWorker(*spec)) {
+    if (preset_given)
+      return r.Error(mp,
+                     "field 'model_preset' names a built-in trainer preset, but 'worker.command' runs your "
+                     "own program; remove one of them");
+    spec->clear_model_preset();
+    if (!data_given) spec->clear_data();  // the program brings its own
+    return Status::Ok();
+  }
+  if (!spec->has_worker()) return Status::Ok();  // model_preset alone: the older spelling
+  v1::BuiltinWorker* b = spec->mutable_worker()->mutable_builtin();
+  if (b->preset().empty()) {
+    b->set_preset(spec->model_preset());
+  } else if (preset_given && b->preset() != spec->model_preset()) {
+    return r.Error(mp, "field 'model_preset' ('" + spec->model_preset() + "') disagrees with 'worker.preset' ('" +
+                           b->preset() + "'); give only worker.preset");
+  }
+  spec->set_model_preset(b->preset());
+  return Status::Ok();
+}
+
 Status ParseTop(const YAML::Node& root, std::string_view src, v1::JobSpec* spec) {
   FieldReader r(root, "", src);
   LONGHAUL_RETURN_IF_ERROR(r.Check());
   LH_FIELD(r, Str, spec, name, true);
-  LH_FIELD(r, Str, spec, model_preset, true);
+  LH_FIELD(r, Str, spec, model_preset);
   LH_FIELD(r, U64, spec, seed);
   LH_FIELD(r, U32, spec, rounds, true);
   LONGHAUL_RETURN_IF_ERROR(r.StrList("regions", spec->mutable_regions()));
@@ -237,18 +350,21 @@ Status ParseTop(const YAML::Node& root, std::string_view src, v1::JobSpec* spec)
   LH_FIELD(r, U32, spec, min_regions);
   LH_FIELD(r, U32, spec, workers_per_region);
   LH_FIELD(r, U32, spec, checkpoint_interval);
-  std::optional<YAML::Node> data, inner, outer, sync, comp;
+  std::optional<YAML::Node> worker, data, inner, outer, sync, comp;
+  LONGHAUL_RETURN_IF_ERROR(r.Sub("worker", &worker));
   LONGHAUL_RETURN_IF_ERROR(r.Sub("data", &data));
   LONGHAUL_RETURN_IF_ERROR(r.Sub("inner", &inner));
   LONGHAUL_RETURN_IF_ERROR(r.Sub("outer", &outer));
   LONGHAUL_RETURN_IF_ERROR(r.Sub("sync", &sync));
   LONGHAUL_RETURN_IF_ERROR(r.Sub("compression", &comp));
   LONGHAUL_RETURN_IF_ERROR(r.RejectUnknown());
+  if (worker) LONGHAUL_RETURN_IF_ERROR(ParseWorker(*worker, src, spec->mutable_worker()));
   if (data) LONGHAUL_RETURN_IF_ERROR(ParseData(*data, src, spec->mutable_data()));
   if (inner) LONGHAUL_RETURN_IF_ERROR(ParseInner(*inner, src, spec->mutable_inner()));
   if (outer) LONGHAUL_RETURN_IF_ERROR(ParseOuter(*outer, src, spec->mutable_outer()));
   if (sync) LONGHAUL_RETURN_IF_ERROR(ParseSync(*sync, src, spec->mutable_sync()));
   if (comp) LONGHAUL_RETURN_IF_ERROR(ParseCompression(*comp, src, spec->mutable_compression()));
+  LONGHAUL_RETURN_IF_ERROR(ResolveWorker(root, r, data.has_value(), spec));
   // An explicit region list fixes the count; region_count alone picks any healthy regions.
   if (spec->regions_size() > 0) {
     if (root["region_count"] && spec->region_count() != static_cast<uint32_t>(spec->regions_size()))

@@ -36,6 +36,11 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   }
   agent->worker_binary_ = bin_dir / "longhaul-worker";
   agent->linkem_binary_ = bin_dir / "longhaul-linkem";
+  // The build puts the Python package (longhaul.torch) in <build>/python, next
+  // to <build>/bin; command workers find it through PYTHONPATH.
+  if (std::error_code ec; std::filesystem::is_directory(bin_dir / ".." / "python" / "longhaul", ec)) {
+    agent->python_path_ = std::filesystem::weakly_canonical(bin_dir / ".." / "python", ec);
+  }
   if (::access(agent->worker_binary_.c_str(), X_OK) != 0) {
     return NotFound("worker binary " + agent->worker_binary_.string() + " is missing or not executable");
   }
@@ -222,6 +227,8 @@ void Agent::OnAssignment(const v1::JobAssignment& a) {
   launch.wan_jitter_ms = options_.wan_jitter_ms;
   launch.launch_id = ++launches_;
   launch.collective_timeout = options_.timeouts.collective;
+  launch.link_io = options_.timeouts.link_io;
+  launch.python_path = python_path_;
   launch.validation_batches = options_.validation_batches;
   launch.start_timeout = options_.worker_start_timeout;
   auto job = RegionJob::Launch(*config, a, launch);
@@ -274,6 +281,7 @@ void Agent::OnRoundCommand(const v1::RoundCommand& cmd) {
 void Agent::OnVerdict(const v1::RoundVerdict& verdict) {
   auto it = jobs_.find(verdict.job_id());
   if (it == jobs_.end() || it->second->phase() != RegionJob::Phase::kReady) return;
+  it->second->OnVerdict(verdict);
   v1::ControlMessage msg;
   *msg.mutable_round_verdict() = verdict;
   SendToWorkers(*it->second, msg);
@@ -370,7 +378,7 @@ void Agent::FailJob(RegionJob& job, const std::string& detail, bool crash) {
   err.set_code(v1::ERROR_CODE_FAILED_PRECONDITION);
   err.set_message(detail);
   if (job.phase() == RegionJob::Phase::kLaunching) {
-    Reject(job.job_id(), Unavailable(detail + " at start-up; last log line: " + job.WorkerLogTail(0)));
+    Reject(job.job_id(), Unavailable(detail + " (at start-up)"));
   } else if (job.current_round()) {
     v1::ControlMessage msg;
     *msg.mutable_round_report() = FailedRoundReport(*job.current_round(), options_.region, err);
@@ -387,6 +395,8 @@ void Agent::Supervise() {
       FailJob(job, *crash, true);
     } else if (job.launch_expired()) {
       FailJob(job, "job " + job.job_id() + ": " + job.MissingHellos(), false);
+    } else if (auto hung = job.RoundOverdue(options_.timeouts.round)) {
+      FailJob(job, *hung, true);
     }
     if (job.phase() == RegionJob::Phase::kStopping && job.FinishStop()) {
       for (auto r = routes_.begin(); r != routes_.end();) r = r->second.first == job.job_id() ? routes_.erase(r) : std::next(r);

@@ -7,7 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+extern char** environ;
+
 #include <cerrno>
+#include <deque>
+#include <cstdlib>
+#include <fstream>
 #include <cstring>
 #include <thread>
 
@@ -16,11 +21,38 @@ namespace {
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
+// A bare program name is looked up on PATH (as execvp would), before fork.
+Result<std::filesystem::path> ResolveProgram(const std::filesystem::path& program,
+                                             const std::map<std::string, std::string>& env) {
+  const std::string name = program.string();
+  if (name.find('/') != std::string::npos) {
+    if (::access(name.c_str(), X_OK) != 0) return NotFound(Errno("cannot execute " + name));
+    return program;
+  }
+  std::string path;
+  if (auto it = env.find("PATH"); it != env.end()) {
+    path = it->second;
+  } else if (const char* p = std::getenv("PATH")) {
+    path = p;
+  }
+  size_t begin = 0;
+  while (begin <= path.size()) {
+    const size_t end = std::min(path.find(':', begin), path.size());
+    const std::string dir = path.substr(begin, end - begin);
+    const auto candidate = std::filesystem::path(dir.empty() ? "." : dir) / name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    begin = end + 1;
+  }
+  return NotFound("cannot execute '" + name + "': not found on PATH");
+}
+
 }  // namespace
 
 Result<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
-  if (::access(options.program.c_str(), X_OK) != 0) {
-    return NotFound(Errno("cannot execute " + options.program.string()));
+  auto program = ResolveProgram(options.program, options.env);
+  if (!program.ok()) return program.status();
+  if (!options.working_dir.empty() && !std::filesystem::is_directory(options.working_dir)) {
+    return NotFound("working directory " + options.working_dir.string() + " does not exist");
   }
   // Everything the child needs is prepared before fork: after fork in a
   // multi-threaded process only async-signal-safe calls are allowed.
@@ -30,6 +62,17 @@ Result<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
   std::vector<char*> argv;
   for (auto& a : argv_storage) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    if (!options.env.count(entry.substr(0, entry.find('=')))) env_storage.push_back(entry);
+  }
+  for (const auto& [k, v] : options.env) env_storage.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& e : env_storage) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const std::string exe = program->string();
+  const std::string cwd = options.working_dir.string();
 
   int log_fd = -1;
   if (!options.log_file.empty()) {
@@ -56,7 +99,8 @@ Result<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
       if (!options.capture_stdout) ::dup2(log_fd, STDOUT_FILENO);
     }
     if (options.capture_stdout) ::dup2(pipe_fds[1], STDOUT_FILENO);
-    ::execv(argv[0], argv.data());
+    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(126);
+    ::execve(exe.c_str(), argv.data(), envp.data());
     ::_exit(127);
   }
   if (log_fd >= 0) ::close(log_fd);
@@ -180,6 +224,21 @@ Result<std::filesystem::path> SelfBinaryDir() {
   const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return Internal("cannot read /proc/self/exe: " + ec.message());
   return exe.parent_path();
+}
+
+std::string ChildProcess::LogTail(const std::filesystem::path& log_file, int lines, size_t max_bytes) {
+  std::ifstream in(log_file);
+  std::deque<std::string> last;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    last.push_back(line);
+    if (static_cast<int>(last.size()) > lines) last.pop_front();
+  }
+  std::string out;
+  for (const auto& l : last) out += (out.empty() ? "" : "\n") + l;
+  if (out.size() > max_bytes) out = "..." + out.substr(out.size() - max_bytes);
+  return out;
 }
 
 }  // namespace longhaul::region_agent

@@ -1,9 +1,11 @@
 #include "longhaul/region_agent/job_config.h"
 
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 namespace longhaul::region_agent {
 namespace {
@@ -67,6 +69,85 @@ Status ParseOuter(const v1::OuterOptimizer& out, JobConfig& job) {
   return job.outer.Validate().WithContext("spec.outer");
 }
 
+// The agent sets these for every worker it starts; a job overriding them would
+// join the wrong rendezvous. orchestrator/src/worker_spec_rules.cpp refuses them
+// at submission too.
+bool IsReservedEnvName(const std::string& name) {
+  static constexpr std::array<const char*, 6> kReserved = {
+      "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
+  for (const char* r : kReserved)
+    if (name == r) return true;
+  return name.rfind("LONGHAUL_", 0) == 0;
+}
+
+bool IsEnvName(const std::string& name) {
+  if (name.empty()) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool letter = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+    if (!(letter || (i > 0 && c >= '0' && c <= '9'))) return false;
+  }
+  return true;
+}
+
+Status ParseCommand(const v1::CommandWorker& c, JobConfig& job) {
+  if (c.argv_size() == 0) return InvalidArgument("spec.worker.command is empty");
+  JobConfig::CommandWorker cmd;
+  for (int i = 0; i < c.argv_size(); ++i) {
+    if (c.argv(i).empty() || c.argv(i).find('\0') != std::string::npos)
+      return InvalidArgument("spec.worker.command[" + std::to_string(i) + "] is empty or contains a NUL byte");
+    cmd.argv.push_back(c.argv(i));
+  }
+  for (const auto& [name, value] : c.env()) {
+    if (!IsEnvName(name))
+      return InvalidArgument("spec.worker.env: '" + name.substr(0, 32) + "' is not a variable name");
+    if (IsReservedEnvName(name))
+      return InvalidArgument("spec.worker.env." + name + " is reserved: the agent sets it for every worker");
+    if (value.find('\0') != std::string::npos)
+      return InvalidArgument("spec.worker.env." + name + " contains a NUL byte");
+    cmd.env[name] = value;
+  }
+  if (c.working_dir().find('\0') != std::string::npos)
+    return InvalidArgument("spec.worker.working_dir contains a NUL byte");
+  cmd.working_dir = c.working_dir();
+  job.command = std::move(cmd);
+  return Status::Ok();
+}
+
+// The preset (worker.preset, else the older model_preset, else tiny), then each
+// non-zero dimension of spec.worker, validated one at a time so that an error
+// names the field that broke the model.
+Status ParseBuiltin(const v1::JobSpec& spec, JobConfig& job) {
+  const v1::BuiltinWorker& b = spec.worker().builtin();  // the default instance when unset
+  if (!b.preset().empty() && !spec.model_preset().empty() && b.preset() != spec.model_preset()) {
+    return InvalidArgument("spec.worker.preset '" + b.preset() + "' disagrees with spec.model_preset '" +
+                           spec.model_preset() + "'");
+  }
+  const std::string& preset = !b.preset().empty() ? b.preset() : spec.model_preset();
+  auto model = trainer::ModelPreset(preset.empty() ? "tiny" : preset);
+  if (!model.ok()) return model.status().WithContext(b.preset().empty() ? "spec.model_preset" : "spec.worker.preset");
+  job.model = *model;
+  struct Dim {
+    const char* field;
+    uint32_t value;
+    int* member;
+  };
+  const Dim dims[] = {{"context", b.context(), &job.model.context},
+                      {"embed", b.embed(), &job.model.embed_dim},
+                      {"hidden", b.hidden(), &job.model.hidden_dim},
+                      {"layers", b.layers(), &job.model.hidden_layers}};
+  for (const auto& [field, value, member] : dims) {
+    if (value == 0) continue;
+    const std::string name = std::string("spec.worker.") + field;
+    if (value > static_cast<uint32_t>(std::numeric_limits<int>::max()))
+      return InvalidArgument(name + ": " + std::to_string(value) + " is out of range");
+    *member = static_cast<int>(value);
+    job.model.preset = "custom";
+    LONGHAUL_RETURN_IF_ERROR(job.model.Validate().WithContext(name));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ValidateJobId(const std::string& job_id) {
@@ -103,9 +184,12 @@ Result<JobConfig> ParseJobAssignment(const v1::JobAssignment& a) {
   job.seed = spec.seed();
   job.checkpoint_interval = spec.checkpoint_interval();
 
-  auto model = trainer::ModelPreset(spec.model_preset());
-  if (!model.ok()) return model.status().WithContext("spec.model_preset");
-  job.model = *model;
+  const bool is_command = spec.has_worker() && spec.worker().has_command();
+  if (is_command) {
+    LONGHAUL_RETURN_IF_ERROR(ParseCommand(spec.worker().command(), job));
+  } else {
+    LONGHAUL_RETURN_IF_ERROR(ParseBuiltin(spec, job));
+  }
 
   const auto& sync = spec.sync();
   if (!sync.kind().empty()) job.schedule.kind = sync.kind();
@@ -115,8 +199,10 @@ Result<JobConfig> ParseJobAssignment(const v1::JobAssignment& a) {
   if (sync.mixing_alpha() != 0) job.schedule.mixing_alpha = sync.mixing_alpha();
   LONGHAUL_RETURN_IF_ERROR(job.schedule.Validate().WithContext("spec.sync"));
 
-  LONGHAUL_RETURN_IF_ERROR(ParseData(spec.data(), job));
-  LONGHAUL_RETURN_IF_ERROR(trainer::CheckModelCoversData(job.model, job.data).WithContext("spec"));
+  // A command may bring its own data; data it is given is checked and passed on.
+  job.has_data = !is_command || spec.data().has_synthetic() || spec.data().has_text_file();
+  if (job.has_data) LONGHAUL_RETURN_IF_ERROR(ParseData(spec.data(), job));
+  if (!is_command) LONGHAUL_RETURN_IF_ERROR(trainer::CheckModelCoversData(job.model, job.data).WithContext("spec"));
   LONGHAUL_RETURN_IF_ERROR(ParseInner(spec.inner(), job.rounds, job));
   LONGHAUL_RETURN_IF_ERROR(ParseOuter(spec.outer(), job));
 
@@ -140,7 +226,7 @@ Result<JobConfig> AdmitJob(const v1::JobAssignment& a, const std::string& region
     return ResourceExhausted("job " + job->job_id + " needs " + std::to_string(job->workers) +
                              " workers per region; region " + region + " has " + std::to_string(capacity_workers));
   }
-  if (job->data.kind == "text") {
+  if (job->has_data && job->data.kind == "text") {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(job->data.text_path, ec)) {
       return NotFound("job " + job->job_id + ": data file " + job->data.text_path + " does not exist or is not a file");

@@ -1,11 +1,20 @@
 #include "longhaul/region_agent/region_job.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 
 #include <fstream>
 #include <sstream>
 
 #include "longhaul/region_agent/region_report.h"
+#include "longhaul/session/session_options.h"
 
 namespace longhaul::region_agent {
 namespace {
@@ -52,29 +61,78 @@ std::filesystem::path RegionJob::log_file(int rank) const {
   return options_.job_dir / ("worker-" + std::to_string(rank) + ".log");
 }
 
+namespace {
+
+// A port nobody listens on right now, for torch.distributed's TCP store
+// (rank 0 binds it a moment later; the kernel does not hand it out meanwhile
+// unless the ephemeral range wraps).
+Result<int> FreePort(const std::string& host) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return Unavailable("socket: " + std::string(std::strerror(errno)));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    return Unavailable("no free port on " + host + " for MASTER_PORT: " + why);
+  }
+  ::close(fd);
+  return static_cast<int>(ntohs(addr.sin_port));
+}
+
+}  // namespace
+
+SpawnOptions RegionJob::WorkerSpawn(int rank, const std::filesystem::path& store, int master_port) const {
+  session::SessionOptions so;
+  so.agent_endpoint = options_.agent_endpoint;
+  so.assignment_file = options_.job_dir / "assignment.pb";
+  so.region = options_.region;
+  so.rank = rank;
+  so.store_dir = store;
+  so.wan_host = options_.data_host;
+  so.insecure = options_.insecure;
+  so.key_file = options_.key_file.string();
+  so.allowlist = options_.allowlist.string();
+  so.collective_timeout = options_.collective_timeout;
+  so.link_io = options_.link_io;
+  so.validation_batches = options_.validation_batches;
+  SpawnOptions spawn;
+  spawn.log_file = log_file(rank);
+  spawn.env = session::WorkerEnvironment(so, static_cast<int>(config_.workers), options_.data_host, master_port);
+  if (!config_.command) {
+    spawn.program = options_.worker_binary;
+    return spawn;
+  }
+  const auto& cmd = *config_.command;
+  spawn.program = cmd.argv.front();
+  spawn.args.assign(cmd.argv.begin() + 1, cmd.argv.end());
+  for (const auto& [k, v] : cmd.env) spawn.env[k] = v;  // reserved names were refused at validation
+  if (!options_.python_path.empty()) {
+    std::string rest;
+    if (auto it = cmd.env.find("PYTHONPATH"); it != cmd.env.end()) {
+      rest = it->second;
+    } else if (const char* p = std::getenv("PYTHONPATH")) {
+      rest = p;
+    }
+    spawn.env["PYTHONPATH"] = options_.python_path.string() + (rest.empty() ? "" : ":" + rest);
+  }
+  spawn.env["PYTHONUNBUFFERED"] = spawn.env.count("PYTHONUNBUFFERED") ? spawn.env["PYTHONUNBUFFERED"] : "1";
+  spawn.working_dir = cmd.working_dir.empty() ? options_.job_dir : std::filesystem::path(cmd.working_dir);
+  return spawn;
+}
+
 Status RegionJob::SpawnWorkers() {
   const int n = static_cast<int>(config_.workers);
   const auto store = options_.job_dir / ("launch-" + std::to_string(options_.launch_id)) / "gloo";
   routing_ids_.assign(n, "");
   wan_endpoints_.assign(n, "");
+  LONGHAUL_ASSIGN_OR_RETURN(int master_port, FreePort(options_.data_host));
   for (int rank = 0; rank < n; ++rank) {
-    SpawnOptions spawn;
-    spawn.program = options_.worker_binary;
-    spawn.log_file = log_file(rank);
-    spawn.args = {"--agent", options_.agent_endpoint,
-                  "--assignment", (options_.job_dir / "assignment.pb").string(),
-                  "--rank", std::to_string(rank),
-                  "--region", options_.region,
-                  "--store-dir", store.string(),
-                  "--wan-host", options_.data_host,
-                  "--collective-timeout-ms", std::to_string(options_.collective_timeout.count()),
-                  "--validation-batches", std::to_string(options_.validation_batches)};
-    if (options_.insecure) {
-      spawn.args.push_back("--insecure");
-    } else {
-      spawn.args.insert(spawn.args.end(), {"--key", options_.key_file.string(), "--allowlist", options_.allowlist.string()});
-    }
-    auto child = ChildProcess::Spawn(spawn);
+    auto child = ChildProcess::Spawn(WorkerSpawn(rank, store, master_port));
     if (!child.ok()) return child.status().WithContext("starting worker " + std::to_string(rank));
     workers_.push_back(std::move(*child));
   }
@@ -89,10 +147,16 @@ int RegionJob::workers_running() {
 
 std::string RegionJob::MissingHellos() const {
   std::string missing;
+  int first = -1;
   for (size_t i = 0; i < routing_ids_.size(); ++i) {
-    if (routing_ids_[i].empty()) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
+    if (!routing_ids_[i].empty()) continue;
+    missing += (missing.empty() ? "" : ", ") + std::to_string(i);
+    if (first < 0) first = static_cast<int>(i);
   }
-  return "worker(s) " + missing + " did not report ready in time";
+  const std::string tail = first >= 0 ? WorkerLogTail(first) : "";
+  return "worker(s) " + missing + " did not report ready within " +
+         std::to_string(options_.start_timeout.count() / 1000) + " s (never connected to the agent)" +
+         (tail.empty() ? "" : "; last output of worker " + std::to_string(first) + ":\n" + tail);
 }
 
 Status RegionJob::OnHello(const std::string& routing_id, const v1::WorkerHello& hello) {
@@ -155,10 +219,11 @@ Result<v1::PeerEndpoint> RegionJob::MakeReady() {
 std::optional<std::string> RegionJob::CheckProcesses() {
   if (phase_ == Phase::kStopping) return std::nullopt;
   for (size_t i = 0; i < workers_.size(); ++i) {
-    if (workers_[i].Poll()) {
-      return "job " + config_.job_id + " worker " + std::to_string(i) + " (pid " + std::to_string(workers_[i].pid()) +
-             ") " + workers_[i].DescribeExit();
-    }
+    if (!workers_[i].Poll()) continue;
+    if (last_round_committed_ && workers_[i].exited_cleanly()) continue;  // done with the job
+    std::string tail = WorkerLogTail(static_cast<int>(i));
+    return "job " + config_.job_id + " worker " + std::to_string(i) + " (pid " + std::to_string(workers_[i].pid()) +
+           ") " + workers_[i].DescribeExit() + (tail.empty() ? "" : "; last output:\n" + tail);
   }
   for (size_t i = 0; i < linkems_.size(); ++i) {
     if (linkems_[i].Poll()) {
@@ -168,15 +233,7 @@ std::optional<std::string> RegionJob::CheckProcesses() {
   return std::nullopt;
 }
 
-std::string RegionJob::WorkerLogTail(int rank) const {
-  std::ifstream in(log_file(rank));
-  std::string line, last;
-  while (std::getline(in, line)) {
-    if (!line.empty()) last = line;
-  }
-  if (last.size() > 400) last = last.substr(last.size() - 400);
-  return last;
-}
+std::string RegionJob::WorkerLogTail(int rank) const { return ChildProcess::LogTail(log_file(rank)); }
 
 void RegionJob::BeginStop(Duration grace) {
   if (phase_ == Phase::kStopping) return;
@@ -205,7 +262,22 @@ bool RegionJob::FinishStop() {
 
 void RegionJob::BeginRound(const v1::RoundCommand& start) {
   current_ = start;
+  round_started_ = std::chrono::steady_clock::now();
   reports_.clear();
+}
+
+std::optional<std::string> RegionJob::RoundOverdue(Duration limit) const {
+  if (!current_ || std::chrono::steady_clock::now() - round_started_ < limit) return std::nullopt;
+  std::string missing;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (!reports_.count(static_cast<int>(i))) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
+  }
+  return "job " + config_.job_id + " round " + std::to_string(current_->round()) + ": worker(s) " + missing +
+         " sent no report within " + std::to_string(limit.count() / 1000) + " s (hung?)";
+}
+
+void RegionJob::OnVerdict(const v1::RoundVerdict& verdict) {
+  if (verdict.committed() && verdict.round() >= config_.rounds) last_round_committed_ = true;
 }
 
 std::optional<v1::RoundReport> RegionJob::OnWorkerReport(int rank, const v1::RoundReport& report) {

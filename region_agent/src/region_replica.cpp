@@ -21,14 +21,26 @@ std::span<T> Sub(std::vector<T>& v, size_t begin, size_t end) {
 
 }  // namespace
 
-Result<std::unique_ptr<RegionReplica>> RegionReplica::Create(ReplicaOptions options, trainer::InnerTrainer& trainer,
-                                                             trainer::IntraRegionGroup& group) {
+Result<std::unique_ptr<RegionReplica>> RegionReplica::Create(ReplicaOptions options, std::span<float> local,
+                                                             trainer::IntraRegionGroup& group, InnerState* inner) {
   LONGHAUL_RETURN_IF_ERROR(options.schedule.Validate());
   LONGHAUL_RETURN_IF_ERROR(options.compression.Validate());
   LONGHAUL_RETURN_IF_ERROR(options.guard.Validate());
+  if (local.empty()) return InvalidArgument("replica of region " + options.region + ": no parameters");
+  size_t covered = 0;
+  for (const auto& t : options.tensors) {
+    if (t.offset != covered) {
+      return InvalidArgument("tensor '" + t.name + "' starts at " + std::to_string(t.offset) + ", expected " +
+                             std::to_string(covered) + " (tensors must tile the flat parameters in order)");
+    }
+    covered += t.numel;
+  }
+  if (!options.tensors.empty() && covered != local.size()) {
+    return InvalidArgument("tensors cover " + std::to_string(covered) + " floats of " + std::to_string(local.size()));
+  }
   auto schedule = sync_policies::SyncSchedule::Create(options.schedule);
   if (!schedule.ok()) return schedule.status();
-  std::unique_ptr<RegionReplica> r(new RegionReplica(std::move(options), trainer, group, std::move(*schedule)));
+  std::unique_ptr<RegionReplica> r(new RegionReplica(std::move(options), local, group, inner, std::move(*schedule)));
   for (uint32_t f = 0; f < r->layout_.fragments(); ++f) {
     sync_policies::OuterOptimizerOptions outer = r->options_.outer;
     if (r->options_.schedule.kind == "sync") outer = {.name = "sgd", .lr = 1.0f, .momentum = 0.0f};
@@ -38,39 +50,39 @@ Result<std::unique_ptr<RegionReplica>> RegionReplica::Create(ReplicaOptions opti
     r->guards_.emplace_back(r->options_.guard);
   }
   r->feedback_.resize(r->layout_.fragments());
+  // The schedule's actions by step, asked once: the per-step call must be cheap
+  // (a user's step() between two optimizer steps should cost microseconds).
+  r->actions_.resize(r->options_.schedule.inner_steps + 1);
+  if (r->options_.schedule.kind != "local") {
+    for (uint32_t st = 1; st <= r->options_.schedule.inner_steps; ++st) r->actions_[st] = r->schedule_->AfterStep(st);
+  }
   return r;
 }
 
-RegionReplica::RegionReplica(ReplicaOptions options, trainer::InnerTrainer& trainer, trainer::IntraRegionGroup& group,
-                             std::unique_ptr<sync_policies::SyncSchedule> schedule)
+RegionReplica::RegionReplica(ReplicaOptions options, std::span<float> local, trainer::IntraRegionGroup& group,
+                             InnerState* inner, std::unique_ptr<sync_policies::SyncSchedule> schedule)
     : options_(std::move(options)),
-      trainer_(trainer),
+      local_(local),
       group_(group),
+      inner_(inner),
       schedule_(std::move(schedule)),
-      layout_(trainer.model().num_params(), schedule_->fragments(), group.size(), group.rank()),
-      theta_(trainer.model().params().begin(), trainer.model().params().end()) {}
+      layout_(local.size(), schedule_->fragments(), group.size(), group.rank()),
+      theta_(local.begin(), local.end()) {}
 
 RegionReplica::Saved RegionReplica::Snapshot() {
   Saved s;
   s.theta = theta_;
-  auto params = trainer_.model().params();
-  s.local.assign(params.begin(), params.end());
-  auto& adam = trainer_.optimizer();
-  s.adam_m.assign(adam.first_moment().begin(), adam.first_moment().end());
-  s.adam_v.assign(adam.second_moment().begin(), adam.second_moment().end());
-  s.adam_step = adam.step();
+  s.local.assign(local_.begin(), local_.end());
   for (auto& o : outer_) s.outer.emplace_back(o->state().begin(), o->state().end());
+  if (inner_ != nullptr) inner_->Save();
   return s;
 }
 
 void RegionReplica::Restore(const Saved& s) {
   theta_ = s.theta;
-  std::copy(s.local.begin(), s.local.end(), trainer_.model().params().begin());
-  auto& adam = trainer_.optimizer();
-  std::copy(s.adam_m.begin(), s.adam_m.end(), adam.first_moment().begin());
-  std::copy(s.adam_v.begin(), s.adam_v.end(), adam.second_moment().begin());
-  adam.set_step(s.adam_step);
+  std::copy(s.local.begin(), s.local.end(), local_.begin());
   for (size_t f = 0; f < outer_.size(); ++f) (void)outer_[f]->LoadState(s.outer[f]);
+  if (inner_ != nullptr) inner_->Restore();
 }
 
 void RegionReplica::Commit() {
@@ -106,16 +118,11 @@ Status RegionReplica::Bootstrap(const RoundInputs& in, sync_policies::Collective
     }
   }
   if (in.this_region_joining) {
-    std::copy(theta_.begin(), theta_.end(), trainer_.model().params().begin());
-    // Its inner moments start fresh, but its learning-rate schedule continues
-    // where the job is: a relaunched worker restarted warm-up and cosine decay
-    // at step 0, so it trained at the peak rate while the others were near the
-    // end of the decay (in the chaos tests that left the final loss 0.4-1.0
-    // points further from an undisturbed run). Zero moments under this later
-    // step's bias correction ramp the update up over ~10 steps: warm-up enough.
-    auto& adam = trainer_.optimizer();
-    const uint64_t job_step = uint64_t{in.round > 0 ? in.round - 1 : 0} * options_.schedule.inner_steps;
-    if (adam.step() < job_step) adam.set_step(job_step);
+    std::copy(theta_.begin(), theta_.end(), local_.begin());
+    // The trainer continues where the job is (its learning-rate schedule above
+    // all): a relaunched worker that restarted warm-up and decay at step 0
+    // trained at the peak rate while the others were near the end of the decay.
+    if (inner_ != nullptr) inner_->Rejoined(uint64_t{in.round > 0 ? in.round - 1 : 0} * options_.schedule.inner_steps);
   }
   return Status::Ok();
 }
@@ -124,11 +131,10 @@ Status RegionReplica::StartFragmentSync(uint32_t f, sync_policies::CollectiveLin
   if (in_flight_) return Internal("fragment " + std::to_string(f) + " sent while fragment " +
                                   std::to_string(in_flight_->fragment) + " is still in flight");
   const ShardPiece p = layout_.Piece(f);
-  auto local = trainer_.model().params();
   InFlight flight;
   flight.fragment = f;
   flight.delta.resize(p.size());
-  for (size_t i = 0; i < flight.delta.size(); ++i) flight.delta[i] = theta_[p.begin + i] - local[p.begin + i];
+  for (size_t i = 0; i < flight.delta.size(); ++i) flight.delta[i] = theta_[p.begin + i] - local_[p.begin + i];
   const Status guard = guards_[f].Check(options_.region, flight.delta);
   LONGHAUL_ASSIGN_OR_RETURN(bool all_guarded, AllRanksOk(group_, guard.ok()));
   if (!guard.ok()) return guard;
@@ -162,7 +168,7 @@ Status RegionReplica::FinishFragmentSync(RoundResult& result, double alpha) {
   LONGHAUL_RETURN_IF_ERROR(outer_[f]->TryStep(piece, flight.delta));
   LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, f, piece, theta_));
   auto global = Sub(theta_, p.fragment_begin, p.fragment_end);
-  auto mine = trainer_.model().params().subspan(p.fragment_begin, p.fragment_end - p.fragment_begin);
+  auto mine = local_.subspan(p.fragment_begin, p.fragment_end - p.fragment_begin);
   if (alpha == 0.0) {
     std::copy(global.begin(), global.end(), mine.begin());
     return Status::Ok();
@@ -170,76 +176,126 @@ Status RegionReplica::FinishFragmentSync(RoundResult& result, double alpha) {
   return sync_policies::MixFragment(mine, global, alpha);
 }
 
-Status RegionReplica::SyncFragment(uint32_t f, sync_policies::CollectiveLink& link, RoundResult& result, double alpha) {
-  LONGHAUL_RETURN_IF_ERROR(StartFragmentSync(f, link));
-  return FinishFragmentSync(result, alpha);
+void RegionReplica::DrainInFlight() {
+  if (!in_flight_) return;
+  (void)in_flight_->done.get();  // bounded by its deadline
+  in_flight_.reset();
 }
 
-Status RegionReplica::SyncStep(const std::vector<float>& before, sync_policies::CollectiveLink& link,
-                               RoundResult& result) {
-  // "sync": theta <- the parameters before the step; averaging (before - after)
-  // and an SGD lr 1 outer step gives the mean of the regions' updated params.
-  std::copy(before.begin(), before.end(), theta_.begin());
-  return SyncFragment(0, link, result, 0.0);
-}
-
-Result<RoundResult> RegionReplica::Run(const RoundInputs& in, sync_policies::CollectiveLink* link) {
+Status RegionReplica::BeginRound(const RoundInputs& in, sync_policies::CollectiveLink* link) {
+  if (round_) AbandonRound();
   if (pending_) Rollback();  // a new START without a verdict: the last round did not commit
   const std::string kind(schedule_->kind());
   if (kind != "local" && link == nullptr) return InvalidArgument("round of kind " + kind + " needs a cross-region link");
-  const auto wall0 = SteadyClock::now();
-  Saved before = Snapshot();
-  RoundResult result;
-  Status status = [&]() -> Status {
-    if (in.any_joining && link != nullptr) LONGHAUL_RETURN_IF_ERROR(Bootstrap(in, *link));
-    if (in.this_region_joining) before = Snapshot();  // the bootstrapped state is theta(t-1)
-    const uint64_t tokens0 = trainer_.tokens();
-    const uint32_t h = options_.schedule.inner_steps;
-    double loss_sum = 0;
-    std::vector<float> step_start;
-    for (uint32_t s = 1; s <= h; ++s) {
-      if (kind == "sync") step_start.assign(trainer_.model().params().begin(), trainer_.model().params().end());
-      const auto t0 = SteadyClock::now();
-      auto loss = trainer_.Step();
-      result.compute_seconds += SecondsSince(t0);
-      if (!loss.ok()) return loss.status().WithContext("inner step " + std::to_string(s));
-      loss_sum += *loss;
-      if (kind == "local") continue;
-      for (const auto& action : schedule_->AfterStep(s)) {
-        if (action.kind == sync_policies::SyncAction::kGradientAllReduce) {
-          LONGHAUL_RETURN_IF_ERROR(SyncStep(step_start, *link, result));
-        } else if (action.kind == sync_policies::SyncAction::kOuterSync) {
-          LONGHAUL_RETURN_IF_ERROR(StartFragmentSync(static_cast<uint32_t>(action.fragment), *link));
-        } else if (action.kind == sync_policies::SyncAction::kApplyFragment) {
-          LONGHAUL_RETURN_IF_ERROR(FinishFragmentSync(result, schedule_->mixing_alpha()));
-        }
-      }
+  Round r;
+  r.start = SteadyClock::now();
+  r.inputs = in;
+  r.link = link;
+  r.before = Snapshot();
+  if (in.any_joining && link != nullptr) {
+    Status s = Bootstrap(in, *link);
+    if (!s.ok()) {
+      Restore(r.before);
+      return s;
     }
-    // The fragment sent at the round's last step would apply tau steps into the
-    // next round; the round must end at an agreed theta(t), so it applies now.
-    if (in_flight_) LONGHAUL_RETURN_IF_ERROR(FinishFragmentSync(result, schedule_->mixing_alpha()));
-    if (kind == "local") std::copy(trainer_.model().params().begin(), trainer_.model().params().end(), theta_.begin());
-    result.loss = h > 0 ? loss_sum / h : 0.0;
-    result.tokens = trainer_.tokens() - tokens0;
-    return Status::Ok();
-  }();
-  if (in_flight_) {  // a failure between send and apply: let the exchange end (bounded by its deadline)
-    (void)in_flight_->done.get();
-    in_flight_.reset();
-    if (status.ok()) status = Internal("round ended with a fragment exchange still in flight");
+    if (in.this_region_joining) r.before = Snapshot();  // the bootstrapped state is theta(t-1)
   }
-  if (!status.ok()) {
-    Restore(before);
-    return status;
+  round_ = std::move(r);
+  return Status::Ok();
+}
+
+Status RegionReplica::RunActions(uint32_t step) {
+  Round& r = *round_;
+  for (const auto& action : actions_[step]) {
+    if (action.kind == sync_policies::SyncAction::kGradientAllReduce) {
+      // theta equals the parameters before this step (local <- theta after
+      // every sync step), so theta - local is the step's update.
+      LONGHAUL_RETURN_IF_ERROR(StartFragmentSync(0, *r.link));
+      LONGHAUL_RETURN_IF_ERROR(FinishFragmentSync(r.result, 0.0));
+    } else if (action.kind == sync_policies::SyncAction::kOuterSync) {
+      LONGHAUL_RETURN_IF_ERROR(StartFragmentSync(static_cast<uint32_t>(action.fragment), *r.link));
+    } else if (action.kind == sync_policies::SyncAction::kApplyFragment) {
+      LONGHAUL_RETURN_IF_ERROR(FinishFragmentSync(r.result, schedule_->mixing_alpha()));
+    }
   }
+  return Status::Ok();
+}
+
+Result<bool> RegionReplica::AfterInnerStep(float loss, uint64_t tokens, double compute_seconds) {
+  if (!round_) return FailedPrecondition("inner step outside a round");
+  Round& r = *round_;
+  if (r.step >= options_.schedule.inner_steps) return FailedPrecondition("inner step past the round's last step");
+  ++r.step;
+  r.loss_sum += loss;
+  r.result.tokens += tokens;
+  r.result.compute_seconds += compute_seconds;
+  if (actions_[r.step].empty()) return r.step == options_.schedule.inner_steps;
+  Status s = RunActions(r.step);
+  if (!s.ok()) {
+    AbandonRound();
+    return s.WithContext("inner step " + std::to_string(r.step));
+  }
+  return r.step == options_.schedule.inner_steps;
+}
+
+void RegionReplica::AbandonRound() {
+  if (!round_) return;
+  DrainInFlight();
+  Restore(round_->before);
+  round_.reset();
+}
+
+Result<RoundResult> RegionReplica::EndRound(const ValidationFn& validation) {
+  if (!round_) return FailedPrecondition("no round to end");
+  if (round_->step != options_.schedule.inner_steps) {
+    return FailedPrecondition("round ended after " + std::to_string(round_->step) + " of " +
+                              std::to_string(options_.schedule.inner_steps) + " inner steps");
+  }
+  Round& r = *round_;
+  // The fragment sent at the round's last step would apply tau steps into the
+  // next round; the round must end at an agreed theta(t), so it applies now.
+  if (in_flight_) {
+    Status s = FinishFragmentSync(r.result, schedule_->mixing_alpha());
+    if (!s.ok()) {
+      AbandonRound();
+      return s;
+    }
+  }
+  if (schedule_->kind() == "local") std::copy(local_.begin(), local_.end(), theta_.begin());
+  RoundResult result = r.result;
+  result.loss = r.step > 0 ? r.loss_sum / r.step : 0.0;
   result.param_hash = ParameterHash(theta_);
-  if (group_.rank() == 0 && options_.validation_batches > 0) {
-    result.val_loss = trainer_.ValidationLoss(theta_, options_.validation_batches);
+  if (validation) {
+    auto v = validation(theta_);
+    if (!v.ok()) {
+      AbandonRound();
+      return v.status().WithContext("validation");
+    }
+    result.val_loss = *v;
   }
-  result.wall_seconds = SecondsSince(wall0);
-  pending_ = std::move(before);
-  pending_round_ = in.round;
+  result.wall_seconds = SecondsSince(r.start);
+  pending_ = std::move(r.before);
+  pending_round_ = r.inputs.round;
+  round_.reset();
   return result;
+}
+
+Result<RoundResult> RegionReplica::Run(const RoundInputs& inputs, sync_policies::CollectiveLink* link,
+                                       const std::function<Result<StepFigures>()>& inner_step,
+                                       const ValidationFn& validation) {
+  LONGHAUL_RETURN_IF_ERROR(BeginRound(inputs, link));
+  for (;;) {
+    const auto t0 = SteadyClock::now();
+    auto step = inner_step();
+    if (!step.ok()) {
+      const uint32_t s = round_->step + 1;
+      AbandonRound();
+      return step.status().WithContext("inner step " + std::to_string(s));
+    }
+    LONGHAUL_ASSIGN_OR_RETURN(bool last, AfterInnerStep(step->loss, step->tokens, SecondsSince(t0)));
+    if (last) break;
+  }
+  return EndRound(validation);
 }
 
 }  // namespace longhaul::region_agent

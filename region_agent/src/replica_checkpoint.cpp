@@ -1,8 +1,10 @@
-// RegionReplica checkpoints: theta as the model's named tensors ("params.*") and
+// RegionReplica checkpoints: theta as the trainer's named tensors ("params.*") and
 // the outer state as one full-length tensor ("outer.state", aligned with the
 // flat parameter vector, see ShardLayout), so a checkpoint restores into any
 // number of workers per region.
 #include <charconv>
+
+#include "longhaul/common/checksum.h"
 
 #include "longhaul/region_agent/region_replica.h"
 
@@ -11,6 +13,11 @@ namespace {
 constexpr const char* kOuterState = "outer.state";
 constexpr const char* kParamsPrefix = "params.";
 }  // namespace
+
+std::vector<trainer::TensorView> RegionReplica::Tensors() const {
+  if (!options_.tensors.empty()) return options_.tensors;
+  return {{.name = "flat", .shape = {static_cast<int64_t>(theta_.size())}, .offset = 0, .numel = theta_.size()}};
+}
 
 Status RegionReplica::WriteCheckpoint(const std::filesystem::path& path, std::map<std::string, std::string> metadata) {
   const bool has_state = !outer_.empty() && outer_[0]->state().size() == layout_.Piece(0).size() &&
@@ -23,7 +30,7 @@ Status RegionReplica::WriteCheckpoint(const std::filesystem::path& path, std::ma
     }
   }
   if (group_.rank() != 0) return Status::Ok();
-  std::vector<trainer::NamedTensor> tensors = trainer::ModelTensors(trainer_.model(), theta_, kParamsPrefix);
+  std::vector<trainer::NamedTensor> tensors = trainer::TensorsOver(Tensors(), theta_, kParamsPrefix);
   if (has_state) tensors.push_back({kOuterState, {static_cast<int64_t>(state.size())}, state});
   metadata["outer_optimizer"] = outer_.empty() ? "" : outer_[0]->options().name;
   metadata["fragments"] = std::to_string(layout_.fragments());
@@ -37,8 +44,12 @@ Result<uint32_t> RegionReplica::RestoreCheckpoint(const std::filesystem::path& p
   auto file = trainer::ReadSafetensors(path);
   if (!file.ok()) return file.status();
   std::vector<float> theta(theta_.size());
-  LONGHAUL_RETURN_IF_ERROR(trainer::LoadModelTensors(*file, trainer_.model(), theta, kParamsPrefix)
+  LONGHAUL_RETURN_IF_ERROR(trainer::LoadTensors(*file, Tensors(), theta, kParamsPrefix)
                                .WithContext("checkpoint " + path.string()));
+  if (auto it = file->metadata.find("param_hash"); it != file->metadata.end() && it->second != ParameterHash(theta)) {
+    return DataLoss("checkpoint " + path.string() + ": its parameters hash to " + ParameterHash(theta) +
+                    " but it records " + it->second.substr(0, 40) + " (the file was altered or damaged)");
+  }
   uint32_t round = 0;
   if (auto it = file->metadata.find("round"); it != file->metadata.end()) {
     const auto& s = it->second;
@@ -63,7 +74,7 @@ Result<uint32_t> RegionReplica::RestoreCheckpoint(const std::filesystem::path& p
     LONGHAUL_RETURN_IF_ERROR(outer_[f]->LoadState(std::span<const float>(state->data).subspan(p.begin, p.size())));
   }
   theta_ = std::move(theta);
-  std::copy(theta_.begin(), theta_.end(), trainer_.model().params().begin());
+  std::copy(theta_.begin(), theta_.end(), local_.begin());
   pending_.reset();
   committed_round_ = round;
   return round;

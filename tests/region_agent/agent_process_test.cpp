@@ -16,7 +16,7 @@
 
 #include "fake_orchestrator.h"
 #include "longhaul/region_agent/child_process.h"
-#include "longhaul/region_agent/worker.h"
+#include "longhaul/session/checkpoint_path.h"
 #include "support/subprocess.h"
 
 namespace lr = longhaul::region_agent;
@@ -77,7 +77,7 @@ v1::JobAssignment TinyJob(const std::string& job, const std::string& region, uin
 
 std::string CheckpointPathFor(const std::filesystem::path& dir, const std::string& job, const std::string& region,
                               uint32_t round) {
-  return lr::CheckpointPath(dir, job, region, round).string();
+  return longhaul::session::CheckpointPath(dir, job, region, round).string();
 }
 
 // The agent prints "metrics on http://HOST:PORT/metrics"; its log has it.

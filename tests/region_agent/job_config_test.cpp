@@ -72,6 +72,108 @@ TEST_CASE("region_agent: Bad assignments are refused with a message naming the p
   CHECK(!lr::AdmitJob(a, "eu", 4).ok());               // unknown outer optimizer
 }
 
+TEST_CASE("region_agent: Custom worker dimensions override the preset and reach JobConfig.model", "[job_config]") {
+  auto a = Good();
+  a.mutable_spec()->clear_model_preset();
+  auto* b = a.mutable_spec()->mutable_worker()->mutable_builtin();
+  b->set_preset("small");
+  b->set_embed(32);
+  b->set_layers(2);
+  auto job = lr::AdmitJob(a, "eu", 4);
+  REQUIRE(job.ok());
+  CHECK_FALSE(job->command.has_value());
+  CHECK(job->has_data);
+  CHECK(job->model.preset == "custom");
+  CHECK(job->model.context == 16);       // small's
+  CHECK(job->model.embed_dim == 32);     // overridden
+  CHECK(job->model.hidden_dim == 768);   // small's
+  CHECK(job->model.hidden_layers == 2);  // overridden
+
+  a = Good();  // model_preset tiny, worker with only a dimension: the older spelling names the preset
+  a.mutable_spec()->mutable_worker()->mutable_builtin()->set_hidden(128);
+  job = lr::AdmitJob(a, "eu", 4);
+  REQUIRE(job.ok());
+  CHECK(job->model.embed_dim == 16);
+  CHECK(job->model.hidden_dim == 128);
+
+  a = Good();
+  a.mutable_spec()->mutable_worker()->mutable_builtin()->set_preset("tiny");
+  job = lr::AdmitJob(a, "eu", 4);
+  REQUIRE(job.ok());
+  CHECK(job->model.preset == "tiny");  // no override: still the preset
+
+  a = Good();
+  a.mutable_spec()->mutable_worker()->mutable_builtin()->set_layers(65);
+  auto bad = lr::AdmitJob(a, "eu", 4);
+  REQUIRE(!bad.ok());
+  CHECK(bad.status().message().find("spec.worker.layers") != std::string::npos);
+
+  a = Good();
+  a.mutable_spec()->mutable_worker()->mutable_builtin()->set_preset("small");  // model_preset says tiny
+  bad = lr::AdmitJob(a, "eu", 4);
+  REQUIRE(!bad.ok());
+  CHECK(bad.status().message().find("disagrees") != std::string::npos);
+}
+
+TEST_CASE("region_agent: A command worker is admitted with its argv, env and working_dir, and needs no data",
+          "[job_config]") {
+  auto a = Good();
+  a.mutable_spec()->clear_model_preset();
+  a.mutable_spec()->clear_data();
+  auto* c = a.mutable_spec()->mutable_worker()->mutable_command();
+  c->add_argv("python3");
+  c->add_argv("train.py");
+  c->mutable_env()->insert({"HF_HOME", "/cache/hf"});
+  c->set_working_dir("/srv/job");
+  auto job = lr::AdmitJob(a, "eu", 4);
+  REQUIRE(job.ok());
+  REQUIRE(job->command.has_value());
+  CHECK(job->command->argv == std::vector<std::string>{"python3", "train.py"});
+  CHECK(job->command->env.at("HF_HOME") == "/cache/hf");
+  CHECK(job->command->working_dir == "/srv/job");
+  CHECK_FALSE(job->has_data);
+  CHECK(job->workers == 2);
+  CHECK(job->schedule.inner_steps == 5);
+
+  // Data it is given is parsed and passed on; a text file must exist.
+  a.mutable_spec()->mutable_data()->mutable_text_file()->set_path("/nonexistent/corpus.txt");
+  auto missing = lr::AdmitJob(a, "eu", 4);
+  REQUIRE(!missing.ok());
+  CHECK(missing.status().code() == StatusCode::kNotFound);
+  a.mutable_spec()->mutable_data()->mutable_synthetic()->set_branching(3);
+  job = lr::AdmitJob(a, "eu", 4);
+  REQUIRE(job.ok());
+  CHECK(job->has_data);
+  CHECK(job->data.branching == 3);
+}
+
+TEST_CASE("region_agent: A built-in job without data is refused", "[job_config]") {
+  auto a = Good();
+  a.mutable_spec()->clear_data();
+  auto r = lr::AdmitJob(a, "eu", 4);
+  REQUIRE(!r.ok());
+  CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  CHECK(r.status().message().find("spec.data") != std::string::npos);
+}
+
+TEST_CASE("region_agent: A command worker with an empty argv or a reserved variable is refused", "[job_config]") {
+  auto a = Good();
+  a.mutable_spec()->mutable_worker()->mutable_command();
+  auto r = lr::AdmitJob(a, "eu", 4);
+  REQUIRE(!r.ok());
+  CHECK(r.status().message().find("spec.worker.command") != std::string::npos);
+
+  for (const char* reserved : {"RANK", "MASTER_ADDR", "LONGHAUL_REGION"}) {
+    a = Good();
+    auto* c = a.mutable_spec()->mutable_worker()->mutable_command();
+    c->add_argv("python3");
+    c->mutable_env()->insert({reserved, "x"});
+    r = lr::AdmitJob(a, "eu", 4);
+    REQUIRE(!r.ok());
+    CHECK(r.status().message().find(std::string("spec.worker.env.") + reserved) != std::string::npos);
+  }
+}
+
 TEST_CASE("region_agent: Shard pieces partition every fragment", "[shard_layout]") {
   for (int workers : {1, 3, 4}) {
     size_t covered = 0;

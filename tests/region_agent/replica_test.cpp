@@ -7,7 +7,9 @@
 #include <thread>
 
 #include "longhaul/common/checksum.h"
+#include "longhaul/region_agent/adamw_state.h"
 #include "longhaul/region_agent/region_replica.h"
+#include "longhaul/trainer/trainer.h"
 #include "longhaul/sync_policies/in_process_link.h"
 #include "longhaul/trainer/data.h"
 
@@ -22,7 +24,9 @@ struct SimRegion {
   std::unique_ptr<lt::DataSource> data;
   std::unique_ptr<lt::IntraRegionGroup> group = lt::MakeSingleRankGroup();
   std::unique_ptr<lt::InnerTrainer> trainer;
+  std::unique_ptr<lr::AdamWState> adam;
   std::unique_ptr<lr::RegionReplica> replica;
+  lr::ReplicaOptions options;
 
   SimRegion(uint32_t index, uint32_t count, const std::string& kind, uint32_t h = 3, uint32_t tau = 0) {
     lt::DataOptions d;
@@ -44,11 +48,28 @@ struct SimRegion {
     if (kind == "streaming_diloco") o.schedule.fragments = 3, o.schedule.mixing_alpha = 0.5;
     o.schedule.overlap_steps = tau;
     o.compression.codec = ls::Codec::kInt8Block;
-    o.validation_batches = 1;
     o.collective_timeout = std::chrono::seconds(10);
-    auto r = lr::RegionReplica::Create(o, *trainer, *group);
+    o.tensors = trainer->model().tensors();
+    options = o;
+    Rebuild();
+  }
+  // A fresh replica over the trainer's current parameters (a restarted worker).
+  void Rebuild() {
+    adam = std::make_unique<lr::AdamWState>(trainer->optimizer());
+    auto r = lr::RegionReplica::Create(options, trainer->model().params(), *group, adam.get());
     REQUIRE(r.ok());
     replica = std::move(*r);
+  }
+  // What the built-in worker does per round: H trainer steps, validation on theta.
+  longhaul::Result<lr::RoundResult> Run(const lr::RoundInputs& in, ls::CollectiveLink* link) {
+    return replica->Run(
+        in, link,
+        [this]() -> longhaul::Result<lr::RegionReplica::StepFigures> {
+          const uint64_t t0 = trainer->tokens();
+          LONGHAUL_ASSIGN_OR_RETURN(float loss, trainer->Step());
+          return lr::RegionReplica::StepFigures{loss, trainer->tokens() - t0};
+        },
+        [this](std::span<const float> theta) -> longhaul::Result<double> { return trainer->ValidationLoss(theta, 1); });
   }
 };
 
@@ -64,7 +85,7 @@ std::vector<longhaul::Result<lr::RoundResult>> RunRound(std::vector<std::unique_
       in.round = round;
       in.epoch = 1;
       in.this_region_joining = base.any_joining && static_cast<int>(i) != base.bootstrap_rank;
-      results[i] = regions[i]->replica->Run(in, &wan.link(static_cast<int>(i)));
+      results[i] = regions[i]->Run(in, &wan.link(static_cast<int>(i)));
     });
   }
   for (auto& t : threads) t.join();
@@ -118,7 +139,7 @@ TEST_CASE("region_agent: A region whose peer dies fails the round and keeps thet
   wan.Kill(1);
   lr::RoundInputs in;
   in.round = 1;
-  auto r = regions[0]->replica->Run(in, &wan.link(0));
+  auto r = regions[0]->Run(in, &wan.link(0));
   REQUIRE(!r.ok());
   CHECK(longhaul::ParameterHash(regions[0]->replica->theta()) == theta0);
   CHECK(!regions[0]->replica->pending());
@@ -167,11 +188,7 @@ TEST_CASE("region_agent: A joining region receives theta and outer state from th
   // Region 1 "restarts" with fresh state (a different seed) and joins round 2.
   regions[1] = std::make_unique<SimRegion>(1, 2, "diloco", 2);
   regions[1]->trainer->model().InitParams(999);
-  auto fresh = lr::RegionReplica::Create({.region = "r1", .schedule = {.kind = "diloco", .inner_steps = 2},
-                                          .validation_batches = 1},
-                                         *regions[1]->trainer, *regions[1]->group);
-  REQUIRE(fresh.ok());
-  regions[1]->replica = std::move(*fresh);
+  regions[1]->Rebuild();
   lr::RoundInputs in;
   in.any_joining = true;
   in.bootstrap_rank = 0;

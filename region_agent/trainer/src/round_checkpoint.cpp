@@ -7,12 +7,31 @@
 
 namespace longhaul::trainer {
 
+std::vector<NamedTensor> TensorsOver(const std::vector<TensorView>& views, std::span<const float> flat,
+                                     const std::string& prefix) {
+  std::vector<NamedTensor> out;
+  for (const TensorView& t : views) out.push_back({prefix + t.name, t.shape, flat.subspan(t.offset, t.numel)});
+  return out;
+}
+
+Status LoadTensors(const LoadedSafetensors& file, const std::vector<TensorView>& views, std::span<float> flat,
+                   const std::string& prefix) {
+  for (const TensorView& t : views) {
+    if (t.offset + t.numel > flat.size())
+      return InvalidArgument("load tensors: '" + t.name + "' ends at " + std::to_string(t.offset + t.numel) +
+                             ", past the " + std::to_string(flat.size()) + " floats of the target");
+    const LoadedTensor* lt = file.Find(prefix + t.name);
+    if (!lt) return NotFound("checkpoint has no tensor '" + prefix + t.name + "'");
+    if (lt->shape != t.shape || lt->data.size() != t.numel)
+      return InvalidArgument("checkpoint tensor '" + prefix + t.name + "' has a different shape than the model");
+    std::copy(lt->data.begin(), lt->data.end(), flat.begin() + static_cast<std::ptrdiff_t>(t.offset));
+  }
+  return Status::Ok();
+}
+
 std::vector<NamedTensor> ModelTensors(const ByteLM& model, std::span<const float> flat,
                                       const std::string& prefix) {
-  std::vector<NamedTensor> out;
-  for (const TensorView& t : model.tensors())
-    out.push_back({prefix + t.name, t.shape, flat.subspan(t.offset, t.numel)});
-  return out;
+  return TensorsOver(model.tensors(), flat, prefix);
 }
 
 Status LoadModelTensors(const LoadedSafetensors& file, const ByteLM& model, std::span<float> flat,
@@ -20,14 +39,7 @@ Status LoadModelTensors(const LoadedSafetensors& file, const ByteLM& model, std:
   if (flat.size() != model.num_params())
     return InvalidArgument("load model tensors: target has " + std::to_string(flat.size()) +
                            " floats, model has " + std::to_string(model.num_params()));
-  for (const TensorView& t : model.tensors()) {
-    const LoadedTensor* lt = file.Find(prefix + t.name);
-    if (!lt) return NotFound("checkpoint has no tensor '" + prefix + t.name + "'");
-    if (lt->shape != t.shape)
-      return InvalidArgument("checkpoint tensor '" + prefix + t.name + "' has a different shape than the model");
-    std::copy(lt->data.begin(), lt->data.end(), flat.begin() + static_cast<std::ptrdiff_t>(t.offset));
-  }
-  return Status::Ok();
+  return LoadTensors(file, model.tensors(), flat, prefix);
 }
 
 Status RoundCheckpointOptions::Validate() const {

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,8 +23,10 @@
 namespace longhaul::region_agent {
 
 struct SpawnOptions {
-  std::filesystem::path program;
+  std::filesystem::path program;      // a path, or a bare name looked up on PATH
   std::vector<std::string> args;      // without argv[0]
+  std::map<std::string, std::string> env;  // set in the child, over the agent's environment
+  std::filesystem::path working_dir;  // empty = the agent's
   std::filesystem::path log_file;     // stdout+stderr appended here; empty = inherit
   bool capture_stdout = false;        // stdout to a pipe read by ReadLine (stderr -> log_file)
 };
@@ -54,6 +57,10 @@ class ChildProcess {
   void Stop(Duration grace = std::chrono::seconds(3));
   // Waits (polling) until the child exits or the deadline passes; true if exited.
   bool WaitExit(Deadline deadline);
+
+  // The last `lines` non-empty lines of a log file, at most `max_bytes` (for
+  // error messages about a child that failed: its stderr tail).
+  static std::string LogTail(const std::filesystem::path& log_file, int lines = 8, size_t max_bytes = 1500);
 
   // One line of the captured stdout (without the newline), by the deadline.
   Result<std::string> ReadLine(Deadline deadline);

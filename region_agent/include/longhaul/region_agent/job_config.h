@@ -5,10 +5,17 @@
 // proto3 cannot tell "unset" from zero, so a zero in the spec means "the
 // default" for fields where zero is not a meaningful value (learning rates,
 // batch size, H, block size); each default is named below.
+//
+// A job runs either the built-in trainer (`model`, from worker.builtin or the
+// older model_preset) or the user's own program (`command`); a command job may
+// come without data, since the program can bring its own.
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "longhaul/common/status.h"
 #include "longhaul/sync_policies/compressor.h"
@@ -22,6 +29,13 @@
 namespace longhaul::region_agent {
 
 struct JobConfig {
+  // The user's program, started once per worker (spec.worker.command).
+  struct CommandWorker {
+    std::vector<std::string> argv;           // non-empty; argv[0] is looked up on PATH
+    std::map<std::string, std::string> env;  // added to the worker's environment; no reserved names
+    std::string working_dir;                 // "" = the job's folder under the agent's work dir
+  };
+
   std::string job_id;
   std::string region;
   uint32_t region_index = 0;
@@ -31,7 +45,9 @@ struct JobConfig {
   uint64_t seed = 0;                // model init seed
   uint32_t checkpoint_interval = 0;
   int batch_size = 16;              // sequences per worker per inner step (spec 0 -> 16)
-  trainer::ModelConfig model;
+  std::optional<CommandWorker> command;  // set: the user's program is the worker; unset: the built-in trainer
+  trainer::ModelConfig model;            // built-in trainer only: preset, then non-zero worker dims ("custom")
+  bool has_data = true;                  // false: a command job without a data section (`data` left at defaults)
   trainer::DataOptions data;
   trainer::AdamWOptions inner;      // lr 0 -> 3e-3; betas 0 -> 0.9/0.95
   sync_policies::OuterOptimizerOptions outer;  // name "" -> nesterov lr 0.7 momentum 0.9
@@ -40,7 +56,8 @@ struct JobConfig {
 };
 
 // Translates and validates; errors name the field and the bad value. Does not
-// touch the file system (see CheckJobResources).
+// touch the file system (see AdmitJob). With a command worker model_preset is
+// ignored (the orchestrator refuses specs that set both).
 Result<JobConfig> ParseJobAssignment(const v1::JobAssignment& assignment);
 
 // The agent's admission checks before launching workers: the assignment parses,

@@ -34,8 +34,12 @@ struct JobLaunchOptions {
   double wan_jitter_ms = 0;
   uint64_t launch_id = 0;               // unique per launch: fresh Gloo store folder
   Duration collective_timeout{std::chrono::seconds(60)};
+  Duration link_io{std::chrono::seconds(10)};
   int validation_batches = 4;
   Duration start_timeout{std::chrono::seconds(60)};
+  // Prepended to PYTHONPATH of command workers: where the longhaul Python
+  // package lives (empty = leave PYTHONPATH alone).
+  std::filesystem::path python_path;
 };
 
 class RegionJob {
@@ -68,7 +72,7 @@ class RegionJob {
 
   // First worker (or link emulator) that ended while not stopping: "worker 1 (pid 42) killed by signal 9 (SIGKILL)".
   std::optional<std::string> CheckProcesses();
-  // The last non-empty line of a worker's log, for error messages.
+  // The last lines of a worker's log (its stdout and stderr), for error messages.
   std::string WorkerLogTail(int rank) const;
 
   void BeginStop(Duration grace);
@@ -76,6 +80,12 @@ class RegionJob {
   bool FinishStop();
 
   void BeginRound(const v1::RoundCommand& start);
+  // True when the round in flight has run longer than `limit` without every
+  // worker's report: a hung worker ("worker(s) 1 sent no report ...").
+  std::optional<std::string> RoundOverdue(Duration limit) const;
+  // A committed verdict of the job's last round: workers may now exit by
+  // themselves (status 0) without that being a crash.
+  void OnVerdict(const v1::RoundVerdict& verdict);
   void EndRound() { current_.reset(); reports_.clear(); }
   const std::optional<v1::RoundCommand>& current_round() const { return current_; }
   // Adds a worker's report; returns the region's report once all are in. Reports
@@ -88,6 +98,7 @@ class RegionJob {
  private:
   RegionJob() = default;
   Status SpawnWorkers();
+  SpawnOptions WorkerSpawn(int rank, const std::filesystem::path& store, int master_port) const;
   Result<std::string> StartLinkem(const std::string& worker_endpoint);
 
   JobConfig config_;
@@ -104,7 +115,9 @@ class RegionJob {
   uint64_t num_params_ = 0;
   double loss_floor_ = 0;
   std::optional<v1::RoundCommand> current_;
+  std::chrono::steady_clock::time_point round_started_{};
   std::map<int, v1::RoundReport> reports_;
+  bool last_round_committed_ = false;
 };
 
 }  // namespace longhaul::region_agent

@@ -1,34 +1,41 @@
 // RegionReplica: one worker's share of the global model state and the round
-// that advances it (DESIGN.md "The round").
+// that advances it (DESIGN.md "The round"), independent of who trains.
 //
 // State: theta (the global parameters, full vector, identical in every worker of
-// every region), the local parameters the inner trainer works on, and the
-// outer-optimizer state of this worker's pieces (ShardLayout). Run() executes
-// one round and leaves its result *pending*: Commit() adopts it once the
-// orchestrator's verdict says committed; Rollback() restores theta(t-1), the
-// outer state and the inner optimizer exactly (an aborted round leaves no trace).
+// every region), the local parameters the inner optimizer works on (a flat fp32
+// buffer the caller owns: the built-in trainer's, or a PyTorch model's), and the
+// outer-optimizer state of this worker's pieces (ShardLayout). The caller runs
+// the inner steps; the replica is told after each one:
+//
+//   BeginRound(inputs, link)          bootstrap a joining region, snapshot
+//   AfterInnerStep(s) for s = 1..H    the schedule's sync actions of step s
+//   EndRound(validation)              drain, hash theta(t): the round is *pending*
+//   Commit() / Rollback()             the orchestrator's verdict
+//
+// Rollback() restores theta(t-1), the outer state, the local parameters and,
+// through InnerState, whatever the trainer keeps (AdamW moments): an aborted
+// round leaves no trace. A failing AfterInnerStep/EndRound has already rolled back.
 //
 // Kinds (the same machinery, one flag apart):
-//  diloco            H inner steps; pseudo-gradient theta - local on each piece,
-//                    guard, cross-region AllReduceMean (codec), outer step,
+//  diloco            pseudo-gradient theta - local after H steps, guard,
+//                    cross-region AllReduceMean (codec), outer step,
 //                    intra-region all-gather; local <- theta(t).
 //  streaming_diloco  P fragments synced on SyncSchedule's staggered steps, each
 //                    as above for its pieces, then mixed into the local params
 //                    with alpha. With overlap tau > 0 the fragment's cross-region
 //                    all-reduce runs on a background thread while the next tau
 //                    inner steps compute; the outer step and the mix happen at
-//                    the apply step (the schedule keeps at most one fragment in
-//                    flight, so the link has one user at a time). A fragment
+//                    the apply step (at most one fragment in flight). A fragment
 //                    sent at the round's last step applies at the round's end.
 //  sync              cross-region sync after EVERY inner step: each region's
-//                    update (params before - after the AdamW step) is averaged
-//                    and applied with outer SGD lr 1, momentum 0, i.e. all
-//                    regions take the mean update. This equals gradient averaging
-//                    for SGD; with AdamW each region keeps its own moments.
+//                    update (theta, which equals the parameters before the step,
+//                    minus the parameters after it) is averaged and applied with
+//                    outer SGD lr 1, momentum 0: all regions take the mean update.
 //  local             no cross-region sync; theta <- local (regions diverge).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <optional>
@@ -45,9 +52,22 @@
 #include "longhaul/sync_policies/outer_optimizer.h"
 #include "longhaul/sync_policies/schedule.h"
 #include "longhaul/trainer/checkpoint.h"
-#include "longhaul/trainer/trainer.h"
+#include "longhaul/trainer/intra_region.h"
+#include "longhaul/trainer/model.h"
 
 namespace longhaul::region_agent {
+
+// The trainer's own state that a rolled-back round must undo (inner optimizer
+// moments, step counters). Optional: without it only parameters are restored.
+class InnerState {
+ public:
+  virtual ~InnerState() = default;
+  virtual void Save() = 0;     // at the start of each round
+  virtual void Restore() = 0;  // the round rolled back: back to the last Save()
+  // This region was re-synchronised from a live one at the start of a round
+  // whose first inner step is job-wide step `job_step` + 1.
+  virtual void Rejoined(uint64_t job_step) = 0;
+};
 
 struct ReplicaOptions {
   std::string region;
@@ -55,8 +75,10 @@ struct ReplicaOptions {
   sync_policies::OuterOptimizerOptions outer;
   sync_policies::CompressionOptions compression;
   sync_policies::GuardOptions guard;
-  int validation_batches = 4;       // held-out batches for val_loss (rank 0 only)
   Duration collective_timeout{std::chrono::seconds(60)};
+  // How the flat vector splits into named tensors (checkpoints); empty: one
+  // tensor "flat" of all parameters.
+  std::vector<trainer::TensorView> tensors;
 };
 
 struct RoundInputs {
@@ -72,21 +94,44 @@ struct RoundInputs {
 struct RoundResult {
   std::string param_hash;   // ParameterHash(theta(t))
   double loss = 0;          // mean training loss of the round's inner steps
-  double val_loss = 0;      // rank 0 only (0 elsewhere)
+  double val_loss = 0;      // from the validation callback (0 without one)
   uint64_t tokens = 0;      // examples this worker trained on
   uint64_t wan_bytes_sent = 0;
   double compute_seconds = 0, comm_seconds = 0, wall_seconds = 0;
 };
 
+// Validation loss of theta(t) (the callback may also read the local params).
+using ValidationFn = std::function<Result<double>(std::span<const float> theta)>;
+
 class RegionReplica {
  public:
-  // theta(0) is the trainer's current parameters (InitParams(seed) or restored).
-  static Result<std::unique_ptr<RegionReplica>> Create(ReplicaOptions options, trainer::InnerTrainer& trainer,
-                                                       trainer::IntraRegionGroup& group);
+  // theta(0) is `local`'s current content. `local` and `group` (and `inner`,
+  // when given) must outlive the replica.
+  static Result<std::unique_ptr<RegionReplica>> Create(ReplicaOptions options, std::span<float> local,
+                                                       trainer::IntraRegionGroup& group, InnerState* inner = nullptr);
 
-  // One round over `link` (this worker's piece of the cross-region group; unused
-  // by "local"). On error nothing changes (state is rolled back before returning).
-  Result<RoundResult> Run(const RoundInputs& inputs, sync_policies::CollectiveLink* link);
+  // Starts a round over `link` (this worker's piece of the cross-region group;
+  // null only for "local"). A pending round without a verdict is rolled back.
+  Status BeginRound(const RoundInputs& inputs, sync_policies::CollectiveLink* link);
+  bool in_round() const { return round_.has_value(); }
+  // Inner step s (1..H) is done: records its figures and runs the schedule's
+  // actions for it. True when s was the round's last step (call EndRound).
+  Result<bool> AfterInnerStep(float loss, uint64_t tokens, double compute_seconds);
+  Result<RoundResult> EndRound(const ValidationFn& validation = {});
+  // Ends the current round without a result (restores the round's start).
+  void AbandonRound();
+  uint32_t inner_steps() const { return options_.schedule.inner_steps; }
+  uint32_t step_in_round() const { return round_ ? round_->step : 0; }
+
+  // A whole round in one call: BeginRound, H x (inner_step(), AfterInnerStep),
+  // EndRound. inner_step returns the step's loss and tokens.
+  struct StepFigures {
+    float loss = 0;
+    uint64_t tokens = 0;
+  };
+  Result<RoundResult> Run(const RoundInputs& inputs, sync_policies::CollectiveLink* link,
+                          const std::function<Result<StepFigures>()>& inner_step, const ValidationFn& validation = {});
+
   bool pending() const { return pending_.has_value(); }
   void Commit();
   void Rollback();
@@ -94,25 +139,20 @@ class RegionReplica {
   std::span<const float> theta() const { return theta_; }
   const ShardLayout& layout() const { return layout_; }
   uint32_t committed_round() const { return committed_round_; }
+  const ReplicaOptions& options() const { return options_; }
 
   // Checkpoint tensors of theta and the full (gathered) outer state: a collective,
-  // every worker of the region must call it; only rank 0 needs the result.
+  // every worker of the region must call it; only rank 0 writes.
   Status WriteCheckpoint(const std::filesystem::path& path, std::map<std::string, std::string> metadata);
   // Loads theta (and this worker's pieces of the outer state) from a checkpoint
-  // file written by WriteCheckpoint; returns the round it holds.
+  // file written by WriteCheckpoint into theta and local; returns its round.
   Result<uint32_t> RestoreCheckpoint(const std::filesystem::path& path);
 
  private:
   struct Saved {
-    std::vector<float> theta, local, adam_m, adam_v;
-    uint64_t adam_step = 0;
+    std::vector<float> theta, local;
     std::vector<std::vector<float>> outer;
   };
-  RegionReplica(ReplicaOptions options, trainer::InnerTrainer& trainer, trainer::IntraRegionGroup& group,
-                std::unique_ptr<sync_policies::SyncSchedule> schedule);
-  Saved Snapshot();
-  void Restore(const Saved& s);
-  Status Bootstrap(const RoundInputs& in, sync_policies::CollectiveLink& link);
   // A fragment's cross-region exchange between its send and apply steps.
   struct InFlight {
     uint32_t fragment = 0;
@@ -120,25 +160,43 @@ class RegionReplica {
     sync_policies::CollectiveStats stats;
     std::future<Status> done;
   };
+  struct Round {
+    RoundInputs inputs;
+    sync_policies::CollectiveLink* link = nullptr;
+    Saved before;
+    uint32_t step = 0;
+    double loss_sum = 0;
+    RoundResult result;
+    std::chrono::steady_clock::time_point start;
+  };
+  RegionReplica(ReplicaOptions options, std::span<float> local, trainer::IntraRegionGroup& group, InnerState* inner,
+                std::unique_ptr<sync_policies::SyncSchedule> schedule);
+  Saved Snapshot();
+  void Restore(const Saved& s);
+  Status Bootstrap(const RoundInputs& in, sync_policies::CollectiveLink& link);
+  Status RunActions(uint32_t step);
   // Send step: guard fragment f of (theta - local), start its cross-region
   // AllReduceMean on a background thread.
   Status StartFragmentSync(uint32_t f, sync_policies::CollectiveLink& link);
   // Apply step: wait for the all-reduce, outer step, gather; writes theta's
   // fragment and the (mixed) local fragment. Time spent waiting is comm time.
   Status FinishFragmentSync(RoundResult& result, double alpha);
-  Status SyncFragment(uint32_t f, sync_policies::CollectiveLink& link, RoundResult& result, double alpha);
-  Status SyncStep(const std::vector<float>& before, sync_policies::CollectiveLink& link, RoundResult& result);
+  void DrainInFlight();
+  std::vector<trainer::TensorView> Tensors() const;
 
   ReplicaOptions options_;
-  trainer::InnerTrainer& trainer_;
+  std::span<float> local_;
   trainer::IntraRegionGroup& group_;
+  InnerState* inner_;
   std::unique_ptr<sync_policies::SyncSchedule> schedule_;
+  std::vector<std::vector<sync_policies::SyncAction>> actions_;  // by step 1..H (index 0 unused)
   ShardLayout layout_;
   std::vector<float> theta_;                         // global parameters
   std::vector<std::unique_ptr<sync_policies::OuterOptimizer>> outer_;  // one per fragment
   std::vector<sync_policies::PseudoGradientGuard> guards_;
   std::vector<sync_policies::ErrorFeedback> feedback_;
   std::optional<InFlight> in_flight_;                // at most one fragment exchange
+  std::optional<Round> round_;                       // the round in progress
   std::optional<Saved> pending_;                     // state before the pending round
   uint32_t committed_round_ = 0;
   uint32_t pending_round_ = 0;

@@ -55,6 +55,15 @@ Status WriteSafetensors(const std::filesystem::path& path, const std::vector<Nam
 // overlapping or gapped data, shape not matching the byte count).
 Result<LoadedSafetensors> ReadSafetensors(const std::filesystem::path& path);
 
+// The tensors `views` lays out over `flat` (e.g. the global parameters), names
+// prefixed with `prefix` (e.g. "params.").
+std::vector<NamedTensor> TensorsOver(const std::vector<TensorView>& views, std::span<const float> flat,
+                                     const std::string& prefix = "");
+// Copies the tensors named prefix + view name from `file` into `flat`, checking
+// every name and shape.
+Status LoadTensors(const LoadedSafetensors& file, const std::vector<TensorView>& views, std::span<float> flat,
+                   const std::string& prefix = "");
+
 // The model's tensors over `flat` (num_params floats, e.g. the global parameters),
 // names prefixed with `prefix` (e.g. "params.").
 std::vector<NamedTensor> ModelTensors(const ByteLM& model, std::span<const float> flat,

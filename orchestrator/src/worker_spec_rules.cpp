@@ -1,0 +1,127 @@
+// Rules of a job's `worker` section (see worker_spec_rules.h).
+#include "worker_spec_rules.h"
+
+#include <array>
+
+namespace longhaul::orchestrator::worker_rules {
+namespace {
+
+// Set by the agent for every worker; docs/job-spec.md lists them.
+constexpr std::array<std::string_view, 6> kReservedEnv = {"RANK",        "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+                                                          "MASTER_ADDR", "MASTER_PORT"};
+constexpr std::string_view kReservedPrefix = "LONGHAUL_";
+
+bool IsEnvName(std::string_view name) {
+  if (name.empty()) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool letter = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+    if (!(letter || (i > 0 && c >= '0' && c <= '9'))) return false;
+  }
+  return true;
+}
+
+Status Bad(const std::string& field, const std::string& rule) {
+  return InvalidArgument("field '" + field + "' " + rule);
+}
+
+Status CheckText(const std::string& field, std::string_view v, size_t max_chars) {
+  if (v.size() > max_chars)
+    return Bad(field, "must be at most " + std::to_string(max_chars) + " characters, got " + ShortQuote(v));
+  if (v.find('\0') != std::string_view::npos) return Bad(field, "must not contain a NUL byte, got " + ShortQuote(v));
+  return Status::Ok();
+}
+
+Status CheckCommand(const v1::CommandWorker& c) {
+  if (c.argv_size() == 0) return Bad("worker.command", "must be a non-empty list such as [python3, train.py]");
+  if (static_cast<size_t>(c.argv_size()) > kMaxArgs)
+    return Bad("worker.command",
+               "must have at most " + std::to_string(kMaxArgs) + " entries, got " + std::to_string(c.argv_size()));
+  for (int i = 0; i < c.argv_size(); ++i) LONGHAUL_RETURN_IF_ERROR(CheckArg(static_cast<size_t>(i), c.argv(i)));
+  if (static_cast<size_t>(c.env_size()) > kMaxEnv)
+    return Bad("worker.env",
+               "must have at most " + std::to_string(kMaxEnv) + " entries, got " + std::to_string(c.env_size()));
+  for (const auto& [name, value] : c.env()) LONGHAUL_RETURN_IF_ERROR(CheckEnv(name, value));
+  return CheckWorkingDir(c.working_dir());
+}
+
+}  // namespace
+
+std::string ShortQuote(std::string_view v) {
+  constexpr size_t kShown = 32;
+  std::string out = "'";
+  for (size_t i = 0; i < v.size() && i < kShown; ++i) {
+    const unsigned char c = static_cast<unsigned char>(v[i]);
+    out += (c >= 0x20 && c < 0x7f) ? static_cast<char>(c) : '?';
+  }
+  out += v.size() > kShown ? "...' (" + std::to_string(v.size()) + " characters)" : "'";
+  return out;
+}
+
+Status CheckArg(size_t index, std::string_view arg) {
+  const std::string field = "worker.command[" + std::to_string(index) + "]";
+  if (arg.empty()) return Bad(field, "must not be empty");
+  return CheckText(field, arg, kMaxArgChars);
+}
+
+Status CheckEnv(std::string_view name, std::string_view value) {
+  if (name.size() > kMaxEnvNameChars)
+    return Bad("worker.env",
+               "names must be at most " + std::to_string(kMaxEnvNameChars) + " characters, got " + ShortQuote(name));
+  if (!IsEnvName(name)) return Bad("worker.env", "names must match [A-Za-z_][A-Za-z0-9_]*, got " + ShortQuote(name));
+  const std::string field = "worker.env." + std::string(name);
+  for (std::string_view reserved : kReservedEnv)
+    if (name == reserved) return Bad(field, "is set by the agent for every worker and cannot be overridden");
+  if (name.substr(0, kReservedPrefix.size()) == kReservedPrefix)
+    return Bad(field, "is reserved: the agent sets the LONGHAUL_* variables for every worker");
+  return CheckText(field, value, kMaxEnvValueChars);
+}
+
+Status CheckWorkingDir(std::string_view dir) { return CheckText("worker.working_dir", dir, kMaxPathChars); }
+
+Status CheckPreset(const char* field, std::string_view preset) {
+  if (preset != "tiny" && preset != "small") return Bad(field, "must be 'tiny' or 'small', got " + ShortQuote(preset));
+  return Status::Ok();
+}
+
+Status CheckBuiltinDim(std::string_view name, uint32_t value) {
+  // trainer::ModelConfig::Validate's ranges (region_agent/trainer/src/presets.cpp).
+  const uint32_t max = name == "context" ? 4096 : name == "layers" ? 64 : 65536;
+  if (value > max)
+    return Bad("worker." + std::string(name),
+               "must be in 1.." + std::to_string(max) + " (0 = the preset's), got " + std::to_string(value));
+  return Status::Ok();
+}
+
+Status CheckBuiltinDims(const v1::BuiltinWorker& b) {
+  if (!b.preset().empty()) LONGHAUL_RETURN_IF_ERROR(CheckPreset("worker.preset", b.preset()));
+  LONGHAUL_RETURN_IF_ERROR(CheckBuiltinDim("context", b.context()));
+  LONGHAUL_RETURN_IF_ERROR(CheckBuiltinDim("embed", b.embed()));
+  LONGHAUL_RETURN_IF_ERROR(CheckBuiltinDim("hidden", b.hidden()));
+  LONGHAUL_RETURN_IF_ERROR(CheckBuiltinDim("layers", b.layers()));
+  // The trainer also bounds the input layer; with one of the two left to the
+  // preset the agent checks it (the orchestrator does not know the presets' sizes).
+  const uint64_t input = uint64_t{b.context()} * b.embed();
+  if (input > (1u << 20))
+    return Bad("worker.embed", "times worker.context must be at most 1048576, got " + std::to_string(input));
+  return Status::Ok();
+}
+
+Status CheckWorker(const v1::JobSpec& spec) {
+  if (IsCommandWorker(spec)) {
+    if (!spec.model_preset().empty())
+      return Bad("model_preset",
+                 "names a built-in trainer preset, but 'worker.command' runs the user's program; "
+                 "give only one, got " +
+                     ShortQuote(spec.model_preset()));
+    return CheckCommand(spec.worker().command());
+  }
+  const v1::BuiltinWorker& b = spec.worker().builtin();  // the default instance when unset
+  if (!b.preset().empty() && !spec.model_preset().empty() && b.preset() != spec.model_preset())
+    return Bad("worker.preset", ShortQuote(b.preset()) + " disagrees with 'model_preset' " +
+                                    ShortQuote(spec.model_preset()) + "; give only worker.preset");
+  if (!spec.model_preset().empty()) LONGHAUL_RETURN_IF_ERROR(CheckPreset("model_preset", spec.model_preset()));
+  return CheckBuiltinDims(b);
+}
+
+}  // namespace longhaul::orchestrator::worker_rules

@@ -1,0 +1,31 @@
+// AdamWState: the built-in trainer's InnerState. AdamW's moments and step
+// counter are restored exactly when a round rolls back; a rejoined region
+// continues the job's learning-rate schedule.
+#pragma once
+
+#include <vector>
+
+#include "longhaul/region_agent/region_replica.h"
+#include "longhaul/trainer/optimizer.h"
+
+namespace longhaul::region_agent {
+
+class AdamWState final : public InnerState {
+ public:
+  explicit AdamWState(trainer::AdamW& adam) : adam_(adam) {}
+  void Save() override;
+  void Restore() override;
+  // Its moments start fresh, but its learning-rate schedule continues where
+  // the job is: a relaunched worker that restarted warm-up and decay at step 0
+  // trained at the peak rate while the others were near the end of the decay.
+  // Zero moments under this later step's bias correction ramp the update up
+  // over ~10 steps: warm-up enough.
+  void Rejoined(uint64_t job_step) override;
+
+ private:
+  trainer::AdamW& adam_;
+  std::vector<float> m_, v_;
+  uint64_t step_ = 0;
+};
+
+}  // namespace longhaul::region_agent

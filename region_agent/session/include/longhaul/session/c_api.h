@@ -1,0 +1,88 @@
+/* longhaul worker library, C ABI: any language's training loop as a worker.
+ *
+ * A thin surface over longhaul::session::Session (session.h): opaque handles,
+ * integer status codes, and an error string per thread. The program is started
+ * by a longhaul agent, which sets the LONGHAUL_* environment it reads.
+ *
+ *   lh_session* s;
+ *   if (lh_session_open(&s) != LH_OK) { fprintf(stderr, "%s\n", lh_last_error()); return 2; }
+ *   const char* cfg = lh_session_job_config_json(s);   // H, codec, lr, seed, data, ...
+ *   float* params = ...;  uint64_t n = ...;             // the caller's flat fp32 parameters
+ *   lh_session_start(s, params, n);                     // hello, checkpoint restore, round 1
+ *   while (!lh_session_finished(s)) {
+ *     ... one inner step on params ...
+ *     int event; lh_session_step(s, loss, tokens, &event);   // LH_EVENT_*
+ *   }
+ *   lh_session_close(s);
+ *
+ * `params` stays owned by the caller and must outlive the session; the session
+ * writes theta(t) into it on commit and theta(t-1) on rollback. Not thread-safe:
+ * one thread drives one session. */
+#ifndef LONGHAUL_SESSION_C_API_H_
+#define LONGHAUL_SESSION_C_API_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define LH_API __attribute__((visibility("default")))
+#else
+#define LH_API
+#endif
+
+/* Status codes: the values of longhaul::StatusCode. */
+enum {
+  LH_OK = 0,
+  LH_INVALID_ARGUMENT = 1,
+  LH_NOT_FOUND = 2,
+  LH_ALREADY_EXISTS = 3,
+  LH_FAILED_PRECONDITION = 4,
+  LH_UNAVAILABLE = 5,
+  LH_DEADLINE_EXCEEDED = 6,
+  LH_ABORTED = 7,
+  LH_RESOURCE_EXHAUSTED = 8,
+  LH_DATA_LOSS = 9,
+  LH_INTERNAL = 10,
+};
+
+/* Events returned by lh_session_step. */
+enum {
+  LH_EVENT_NONE = 0,         /* an inner step like any other */
+  LH_EVENT_COMMITTED = 1,    /* the round committed: params hold theta(t) */
+  LH_EVENT_ROLLED_BACK = 2,  /* the round aborted: params hold theta(t-1); it is retried */
+  LH_EVENT_RESYNCED = 3,     /* this region was re-synchronised from a live one */
+  LH_EVENT_FINISHED = 4,     /* the job is over */
+};
+
+typedef struct lh_session lh_session;
+
+/* The last error on this thread ("" after a success). Valid until the next call. */
+LH_API const char* lh_last_error(void);
+
+/* Opens the session from the environment the agent set. */
+LH_API int lh_session_open(lh_session** out);
+/* The job as JSON (nested objects: sync, inner, outer, compression, data,
+ * worker), owned by the session. */
+LH_API const char* lh_session_job_config_json(const lh_session* s);
+LH_API int lh_session_start(lh_session* s, float* params, uint64_t num_params);
+LH_API int lh_session_step(lh_session* s, float loss, uint64_t tokens, int* event);
+/* The caller's inner step failed: the round is reported failed and rolled back. */
+LH_API int lh_session_fail_round(lh_session* s, const char* why, int* event);
+LH_API int lh_session_finished(const lh_session* s);
+LH_API uint32_t lh_session_round(const lh_session* s);
+LH_API uint32_t lh_session_committed_round(const lh_session* s);
+LH_API uint64_t lh_session_job_step(const lh_session* s);
+/* The global parameters theta (num_params floats; valid after start). */
+LH_API const float* lh_session_theta(const lh_session* s);
+/* Copies ParameterHash(theta) (what the round reports) into buf, NUL-terminated. */
+LH_API int lh_session_theta_hash(const lh_session* s, char* buf, uint64_t size);
+LH_API void lh_session_close(lh_session* s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LONGHAUL_SESSION_C_API_H_ */

@@ -1,0 +1,133 @@
+// Session: the worker library. One Session per worker process, whoever trains:
+// the built-in trainer (longhaul-worker), a PyTorch script (longhaul.torch) or
+// any program through the C ABI (longhaul/session/c_api.h). There is one
+// worker-side path; none of its clients re-implements the round.
+//
+//   auto s = Session::Open(*SessionOptionsFromEnvironment());   // job, WAN port, group
+//   s->Start(params, {...});          // hello; restore a checkpoint; wait for round 1
+//   while (!s->finished()) {
+//     ... one inner step on params ...
+//     s->Step(loss, tokens);          // no-op except at the schedule's sync points
+//   }
+//
+// `params` is the caller's flat fp32 buffer (the local parameters): the session
+// reads and writes it in place, never copies it per step. At a round's end Step()
+// runs the outer step (pseudo-gradient, guard, codec with error feedback,
+// cross-region ring over the WAN, outer optimizer), reports the parameter hash
+// and waits for the orchestrator's verdict: on commit params hold theta(t); on
+// abort params (and the InnerState) are back at theta(t-1) and the same round
+// runs again with the next H steps. An ABORT or STOP that arrives mid-round ends
+// the round at the next Step(). The job spec is the one source of truth for H,
+// codec, fragments, overlap and the outer optimizer: config() exposes it.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "longhaul/common/status.h"
+#include "longhaul/region_agent/job_config.h"
+#include "longhaul/region_agent/region_replica.h"
+#include "longhaul/region_agent/wan_port.h"
+#include "longhaul/session/session_options.h"
+#include "longhaul/sync_policies/in_process_link.h"
+#include "longhaul/trainer/intra_region.h"
+
+namespace longhaul::session {
+
+class AgentChannel;
+
+enum class StepEvent {
+  kNone,        // an inner step like any other
+  kCommitted,   // the round committed: params hold theta(t)
+  kRolledBack,  // the round aborted: params hold theta(t-1); the round is retried
+  kResynced,    // this region was re-synchronised from a live one (after a rejoin)
+  kFinished,    // the job is over (last round committed, or stopped)
+};
+const char* StepEventName(StepEvent e);  // "none", "committed", ...
+
+struct StartOptions {
+  std::vector<trainer::TensorView> tensors;        // names of params (checkpoints); empty: one "flat"
+  region_agent::InnerState* inner = nullptr;       // optional, must outlive the session
+  region_agent::ValidationFn validation;           // run on rank 0 after the outer step
+  double loss_floor = 0;                           // reported to `longhaul status` (0 = unknown)
+};
+
+class Session {
+ public:
+  // Reads the assignment, connects to the agent, forms the intra-region group
+  // (every worker of the region must call Open) and binds the WAN listener.
+  static Result<std::unique_ptr<Session>> Open(const SessionOptions& options);
+  ~Session();
+
+  const region_agent::JobConfig& config() const { return config_; }
+  const SessionOptions& options() const { return options_; }
+  const std::string& job_id() const { return config_.job_id; }
+  // The region's workers, for the built-in trainer's gradient all-reduce.
+  trainer::IntraRegionGroup& group() { return *group_; }
+
+  // Attaches params, restores the assignment's checkpoint into them (if any),
+  // tells the agent the worker is ready, and waits for the first round (or STOP).
+  Status Start(std::span<float> params, StartOptions options);
+  // After every inner step. Blocks only at sync points and round ends.
+  Result<StepEvent> Step(float loss, uint64_t tokens);
+  // The inner step itself failed (e.g. the intra-region all-reduce): the
+  // round is reported failed and rolled back; waits for the next round.
+  Result<StepEvent> FailRound(const Status& why);
+  // Tells the agent start-up failed (before or in Start): it reports the job.
+  void ReportStartFailure(const Status& status);
+
+  bool finished() const { return finished_; }
+  uint32_t round() const { return round_; }                // round in progress (or last)
+  uint32_t committed_round() const;
+  uint64_t job_step() const;                               // job-wide inner steps done
+  bool resynced_at_start() const { return resynced_at_start_; }
+  size_t num_params() const { return params_.size(); }
+  std::span<const float> theta() const;
+  region_agent::RegionReplica* replica() { return replica_.get(); }
+
+ private:
+  explicit Session(SessionOptions options);
+  void Watch(const v1::ControlMessage& msg);  // on the channel's thread
+  void SayHello(const Status& status, uint32_t restored_round, double loss_floor);
+  // Waits for START (begins it: WAN group, bootstrap) or STOP. True if this
+  // region was re-synchronised.
+  Result<bool> AwaitStart();
+  Status BeginRound(const v1::RoundCommand& cmd, bool* joined);
+  // The round's last step: report, verdict, the next START.
+  Result<StepEvent> FinishRound();
+  Result<StepEvent> AfterAbort(const std::string& why);
+  void SendReport(const v1::RoundCommand& cmd, const Result<region_agent::RoundResult>& result,
+                  const std::string& checkpoint_path);
+  void ReportLinks(const v1::RoundCommand& cmd);
+  Result<std::string> MaybeCheckpoint(const v1::RoundCommand& cmd, const region_agent::RoundResult& result);
+
+  SessionOptions options_;
+  region_agent::JobConfig config_;
+  v1::JobAssignment assignment_;
+  std::unique_ptr<trainer::IntraRegionGroup> group_;
+  std::unique_ptr<region_agent::WanPort> wan_;
+  std::unique_ptr<AgentChannel> channel_;
+  std::unique_ptr<region_agent::RegionReplica> replica_;
+  std::unique_ptr<sync_policies::CollectiveLink> round_link_;  // outlives its round: peers may still read
+  std::unique_ptr<sync_policies::InProcessGroup> solo_;       // the link of a one-region round
+  std::span<float> params_;
+  StartOptions start_;
+  std::optional<v1::RoundCommand> current_;   // the round in progress
+  uint32_t round_ = 0;
+  uint32_t rounds_done_before_ = 0;           // restored or start round - 1
+  bool finished_ = false;
+  bool started_ = false;
+  bool resynced_at_start_ = false;
+  std::chrono::steady_clock::time_point last_step_;
+  // Set by the channel's thread: an ABORT (of epoch >= the current round's)
+  // or STOP arrived, so the round in progress cannot commit.
+  std::atomic<uint64_t> current_epoch_{0};
+  std::atomic<bool> round_cancelled_{false};
+};
+
+}  // namespace longhaul::session

@@ -1,0 +1,65 @@
+// SessionOptions: how a worker process reaches its agent and its job, and the
+// one table of environment variables that carries them.
+//
+// The agent starts every worker (the built-in longhaul-worker and a user's own
+// command alike) with these variables set; the worker library reads them back.
+// Both sides use the functions below, so the names live in one place:
+//
+//   LONGHAUL_AGENT_ENDPOINT        tcp://host:port of the agent's worker socket
+//   LONGHAUL_ASSIGNMENT            the JobAssignment file (binary protobuf)
+//   LONGHAUL_REGION                region name
+//   LONGHAUL_RANK                  this worker's rank in the region (= RANK)
+//   LONGHAUL_STORE_DIR             intra-region rendezvous folder (fresh per launch)
+//   LONGHAUL_WAN_HOST              host the WAN listener binds on
+//   LONGHAUL_INSECURE              "1": no CURVE on the WAN
+//   LONGHAUL_KEY_FILE              this region's key pair (.key)
+//   LONGHAUL_ALLOWLIST             folder of <region>.pub admitted on the WAN
+//   LONGHAUL_COLLECTIVE_TIMEOUT_MS deadline of one collective (timeouts.h)
+//   LONGHAUL_LINK_IO_TIMEOUT_MS    deadline of one WAN chunk send/receive
+//   LONGHAUL_VALIDATION_BATCHES    held-out batches for val_loss (built-in trainer)
+//
+// plus torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and
+// MASTER_PORT, so torch.distributed's env:// rendezvous works inside the region.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "longhaul/common/status.h"
+#include "longhaul/common/timeouts.h"
+
+namespace longhaul::session {
+
+struct SessionOptions {
+  std::string agent_endpoint;
+  std::filesystem::path assignment_file;
+  std::string region;
+  int rank = 0;
+  std::filesystem::path store_dir;
+  std::string wan_host = "127.0.0.1";
+  bool insecure = false;
+  std::string key_file;
+  std::string allowlist;
+  Duration collective_timeout{std::chrono::seconds(60)};
+  Duration link_io{std::chrono::seconds(10)};
+  int validation_batches = 4;
+  // Names the first missing or bad field.
+  Status Validate() const;
+};
+
+// What the agent adds to a worker's environment: the LONGHAUL_* table above
+// and the torchrun variables (world_size workers per region, master_port free
+// on master_addr for torch.distributed's store).
+std::map<std::string, std::string> WorkerEnvironment(const SessionOptions& options, int world_size,
+                                                     const std::string& master_addr, int master_port);
+
+// Reads the LONGHAUL_* variables of this process; kFailedPrecondition naming
+// the variable when one is missing ("not started by a longhaul agent?").
+Result<SessionOptions> SessionOptionsFromEnvironment();
+
+// True when `name` is set by the agent (LONGHAUL_* or a torchrun variable): a
+// job spec's worker.env may not override it.
+bool IsReservedEnvironmentName(const std::string& name);
+
+}  // namespace longhaul::session

@@ -1,0 +1,86 @@
+#include "agent_channel.h"
+
+#include <cerrno>
+#include <iostream>
+
+#include "longhaul/proto/frame.h"
+
+namespace longhaul::session {
+
+Result<std::unique_ptr<AgentChannel>> AgentChannel::Connect(const std::string& endpoint, std::string sender,
+                                                            Watcher watcher) {
+  std::unique_ptr<AgentChannel> c(new AgentChannel(std::move(sender), std::move(watcher)));
+  try {
+    c->dealer_ = std::make_unique<zmq::socket_t>(c->ctx_, zmq::socket_type::dealer);
+    c->dealer_->set(zmq::sockopt::linger, 2000);  // the last report/hello must reach the agent
+    c->dealer_->connect(endpoint);
+  } catch (const zmq::error_t& e) {
+    return Unavailable("connecting to the agent at " + endpoint + ": " + e.what());
+  }
+  c->thread_ = std::thread([p = c.get()] { p->Loop(); });
+  return c;
+}
+
+AgentChannel::~AgentChannel() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+void AgentChannel::Send(v1::ControlMessage msg) {
+  msg.set_sender(sender_);
+  std::string frame = proto::EncodeControl(std::move(msg));
+  std::lock_guard<std::mutex> lock(mu_);
+  outbox_.push_back(std::move(frame));
+}
+
+std::optional<v1::ControlMessage> AgentChannel::Next(Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!arrived_.wait_until(lock, deadline, [&] { return !inbox_.empty(); })) return std::nullopt;
+  v1::ControlMessage msg = std::move(inbox_.front());
+  inbox_.pop_front();
+  return msg;
+}
+
+void AgentChannel::Loop() {
+  // Sends are queued and flushed here so the socket has one user; the short
+  // poll bounds how long a queued report waits.
+  auto flush = [&] {
+    std::deque<std::string> out;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      out.swap(outbox_);
+    }
+    for (auto& f : out) dealer_->send(zmq::buffer(f), zmq::send_flags::none);
+  };
+  while (!stop_) {
+    flush();
+    zmq::pollitem_t item{dealer_->handle(), 0, ZMQ_POLLIN, 0};
+    int ready = 0;
+    try {
+      ready = zmq::poll(&item, 1, std::chrono::milliseconds(2));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) {
+        std::cerr << "agent channel: poll failed: " << e.what() << "\n";
+        break;
+      }
+    }
+    if (ready <= 0) continue;
+    zmq::message_t frame;
+    while (dealer_->recv(frame, zmq::recv_flags::dontwait)) {
+      auto msg = proto::DecodeControl(frame.to_string_view());
+      if (!msg.ok()) {
+        std::cerr << "dropped a frame from the agent: " << msg.status().ToString() << "\n";
+        continue;
+      }
+      if (watcher_) watcher_(*msg);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        inbox_.push_back(std::move(*msg));
+      }
+      arrived_.notify_one();
+    }
+  }
+  flush();  // the last report or hello; linger delivers it
+}
+
+}  // namespace longhaul::session

@@ -1,0 +1,54 @@
+// AgentChannel: a worker's control connection to its agent (ZeroMQ DEALER on
+// the agent's worker socket), with its own I/O thread.
+//
+// The thread keeps reading while the worker computes or exchanges over the WAN,
+// so an ABORT or STOP takes effect at once: every decoded message is shown to
+// the watcher on the I/O thread first (which may cancel the WAN exchange), then
+// queued for Next(). Frames that do not decode are dropped with a log line.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <zmq.hpp>
+
+#include "longhaul/common/status.h"
+#include "longhaul/common/timeouts.h"
+#include "longhaul/v1/control.pb.h"
+
+namespace longhaul::session {
+
+class AgentChannel {
+ public:
+  using Watcher = std::function<void(const v1::ControlMessage&)>;
+  // `sender` names this worker in every message ("region/rank").
+  static Result<std::unique_ptr<AgentChannel>> Connect(const std::string& endpoint, std::string sender, Watcher watcher);
+  ~AgentChannel();
+
+  void Send(v1::ControlMessage msg);
+  // The next message, waiting until `deadline`; nullopt on timeout.
+  std::optional<v1::ControlMessage> Next(Deadline deadline);
+
+ private:
+  AgentChannel(std::string sender, Watcher watcher) : sender_(std::move(sender)), watcher_(std::move(watcher)) {}
+  void Loop();
+
+  std::string sender_;
+  Watcher watcher_;
+  zmq::context_t ctx_;
+  std::unique_ptr<zmq::socket_t> dealer_;  // used by the I/O thread only
+  std::mutex mu_;
+  std::condition_variable arrived_;
+  std::deque<std::string> outbox_;         // encoded frames
+  std::deque<v1::ControlMessage> inbox_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace longhaul::session

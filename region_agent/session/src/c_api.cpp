@@ -1,0 +1,125 @@
+// The C ABI (c_api.h) over Session. Errors never cross as exceptions: every
+// entry point catches, stores the message for lh_last_error and returns a code.
+#include "longhaul/session/c_api.h"
+
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "longhaul/common/checksum.h"
+#include "longhaul/session/job_config_json.h"
+#include "longhaul/session/session.h"
+
+namespace {
+
+thread_local std::string last_error;
+
+int Fail(const longhaul::Status& s) {
+  last_error = s.ToString();
+  return static_cast<int>(s.code());
+}
+
+int Ok() {
+  last_error.clear();
+  return LH_OK;
+}
+
+template <typename F>
+int Guard(F&& f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return Fail(longhaul::Internal(std::string("unexpected exception: ") + e.what()));
+  }
+}
+
+int EventCode(longhaul::session::StepEvent e) {
+  using longhaul::session::StepEvent;
+  switch (e) {
+    case StepEvent::kNone: return LH_EVENT_NONE;
+    case StepEvent::kCommitted: return LH_EVENT_COMMITTED;
+    case StepEvent::kRolledBack: return LH_EVENT_ROLLED_BACK;
+    case StepEvent::kResynced: return LH_EVENT_RESYNCED;
+    case StepEvent::kFinished: return LH_EVENT_FINISHED;
+  }
+  return LH_EVENT_NONE;
+}
+
+}  // namespace
+
+struct lh_session {
+  std::unique_ptr<longhaul::session::Session> session;
+  std::string config_json;
+};
+
+extern "C" {
+
+const char* lh_last_error(void) { return last_error.c_str(); }
+
+int lh_session_open(lh_session** out) {
+  return Guard([&] {
+    if (out == nullptr) return Fail(longhaul::InvalidArgument("lh_session_open: out is NULL"));
+    *out = nullptr;
+    auto options = longhaul::session::SessionOptionsFromEnvironment();
+    if (!options.ok()) return Fail(options.status());
+    auto session = longhaul::session::Session::Open(*options);
+    if (!session.ok()) return Fail(session.status());
+    auto handle = std::make_unique<lh_session>();
+    handle->config_json = longhaul::session::JobConfigJson((*session)->config(), *options);
+    handle->session = std::move(*session);
+    *out = handle.release();
+    return Ok();
+  });
+}
+
+const char* lh_session_job_config_json(const lh_session* s) { return s ? s->config_json.c_str() : ""; }
+
+int lh_session_start(lh_session* s, float* params, uint64_t num_params) {
+  return Guard([&] {
+    if (s == nullptr || params == nullptr || num_params == 0) {
+      return Fail(longhaul::InvalidArgument("lh_session_start: needs a session and a non-empty parameter buffer"));
+    }
+    longhaul::Status st = s->session->Start(std::span<float>(params, num_params), {});
+    return st.ok() ? Ok() : Fail(st);
+  });
+}
+
+int lh_session_step(lh_session* s, float loss, uint64_t tokens, int* event) {
+  return Guard([&] {
+    if (s == nullptr) return Fail(longhaul::InvalidArgument("lh_session_step: session is NULL"));
+    auto e = s->session->Step(loss, tokens);
+    if (!e.ok()) return Fail(e.status());
+    if (event != nullptr) *event = EventCode(*e);
+    return Ok();
+  });
+}
+
+int lh_session_fail_round(lh_session* s, const char* why, int* event) {
+  return Guard([&] {
+    if (s == nullptr) return Fail(longhaul::InvalidArgument("lh_session_fail_round: session is NULL"));
+    auto e = s->session->FailRound(longhaul::Aborted(why != nullptr ? why : "inner step failed"));
+    if (!e.ok()) return Fail(e.status());
+    if (event != nullptr) *event = EventCode(*e);
+    return Ok();
+  });
+}
+
+int lh_session_finished(const lh_session* s) { return s == nullptr || s->session->finished() ? 1 : 0; }
+uint32_t lh_session_round(const lh_session* s) { return s ? s->session->round() : 0; }
+uint32_t lh_session_committed_round(const lh_session* s) { return s ? s->session->committed_round() : 0; }
+uint64_t lh_session_job_step(const lh_session* s) { return s ? s->session->job_step() : 0; }
+const float* lh_session_theta(const lh_session* s) { return s ? s->session->theta().data() : nullptr; }
+
+int lh_session_theta_hash(const lh_session* s, char* buf, uint64_t size) {
+  return Guard([&] {
+    if (s == nullptr || buf == nullptr || size == 0) return Fail(longhaul::InvalidArgument("lh_session_theta_hash: bad arguments"));
+    const std::string h = longhaul::ParameterHash(s->session->theta());
+    if (h.size() + 1 > size) return Fail(longhaul::InvalidArgument("lh_session_theta_hash: buffer too small"));
+    std::memcpy(buf, h.c_str(), h.size() + 1);
+    return Ok();
+  });
+}
+
+void lh_session_close(lh_session* s) { delete s; }
+
+}  // extern "C"

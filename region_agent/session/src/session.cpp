@@ -1,0 +1,405 @@
+#include "longhaul/session/session.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "agent_channel.h"
+#include "longhaul/proto/frame.h"
+#include "longhaul/sync_policies/in_process_link.h"
+#include "longhaul/session/checkpoint_path.h"
+
+namespace longhaul::session {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// Waiting on the orchestrator has no deadline of its own: the agent supervises
+// the round (and kills a worker that outlives it); this only bounds each wait.
+Deadline Later() { return DeadlineAfter(std::chrono::hours(1)); }
+
+}  // namespace
+
+const char* StepEventName(StepEvent e) {
+  switch (e) {
+    case StepEvent::kNone: return "none";
+    case StepEvent::kCommitted: return "committed";
+    case StepEvent::kRolledBack: return "rolled_back";
+    case StepEvent::kResynced: return "resynced";
+    case StepEvent::kFinished: return "finished";
+  }
+  return "unknown";
+}
+
+Session::Session(SessionOptions options) : options_(std::move(options)) {}
+
+Session::~Session() {
+  channel_.reset();     // flushes the last message
+  round_link_.reset();  // before the WAN port it belongs to
+}
+
+Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
+  LONGHAUL_RETURN_IF_ERROR(options.Validate());
+  std::unique_ptr<Session> s(new Session(options));
+  Status status = [&]() -> Status {
+    std::ifstream in(options.assignment_file, std::ios::binary);
+    if (!in) return NotFound("cannot read the job assignment " + options.assignment_file.string());
+    if (!s->assignment_.ParseFromIstream(&in)) {
+      return DataLoss("job assignment " + options.assignment_file.string() + " does not parse");
+    }
+    LONGHAUL_ASSIGN_OR_RETURN(s->config_, region_agent::ParseJobAssignment(s->assignment_));
+    if (static_cast<uint32_t>(options.rank) >= s->config_.workers) {
+      return InvalidArgument("rank " + std::to_string(options.rank) + " is outside the job's " +
+                             std::to_string(s->config_.workers) + " workers per region");
+    }
+    trainer::GlooGroupOptions gloo;
+    gloo.store_dir = options.store_dir;
+    gloo.prefix = s->config_.job_id;  // the folder is fresh per launch, so the job id is unique enough
+    gloo.rank = options.rank;
+    gloo.size = static_cast<int>(s->config_.workers);
+    gloo.timeout = options.collective_timeout;
+    auto group = trainer::MakeGlooGroup(gloo);
+    if (!group.ok()) return group.status().WithContext("intra-region group");
+    s->group_ = std::move(*group);
+    region_agent::WanPortOptions wopts;
+    wopts.job_id = s->config_.job_id;
+    wopts.host = options.wan_host;
+    wopts.insecure = options.insecure;
+    wopts.key_file = options.key_file;
+    wopts.allowlist = options.allowlist;
+    wopts.link_io = options.link_io;
+    auto wan = region_agent::BindWanPort(wopts);
+    if (!wan.ok()) return wan.status().WithContext("WAN port");
+    s->wan_ = std::move(*wan);
+    return Status::Ok();
+  }();
+  // Connected last: the watcher may cancel the WAN exchange from its thread.
+  auto channel = AgentChannel::Connect(options.agent_endpoint, options.region + "/" + std::to_string(options.rank),
+                                       [p = s.get()](const v1::ControlMessage& m) { p->Watch(m); });
+  if (!channel.ok()) return channel.status();
+  s->channel_ = std::move(*channel);
+  if (!status.ok()) {
+    s->ReportStartFailure(status);
+    return status;
+  }
+  return s;
+}
+
+void Session::Watch(const v1::ControlMessage& msg) {
+  if (!msg.has_round_command() || msg.round_command().job_id() != config_.job_id) return;
+  const auto& c = msg.round_command();
+  const uint64_t epoch = current_epoch_.load();
+  const bool ends_round = (c.kind() == v1::RoundCommand::ABORT && epoch != 0 && c.epoch() >= epoch) ||
+                          c.kind() == v1::RoundCommand::STOP;
+  if (!ends_round || round_cancelled_.exchange(true)) return;
+  std::cerr << "round epoch " << epoch << ": cancelling its WAN exchange ("
+            << (c.kind() == v1::RoundCommand::STOP ? std::string("STOP") : "ABORT: " + c.reason()) << ")\n";
+  if (wan_) wan_->CancelThrough(epoch);
+}
+
+void Session::SayHello(const Status& status, uint32_t restored_round, double loss_floor) {
+  v1::ControlMessage msg;
+  auto* hello = msg.mutable_worker_hello();
+  hello->set_job_id(assignment_.job_id());
+  hello->set_worker_rank(static_cast<uint32_t>(options_.rank));
+  if (!status.ok()) {
+    *hello->mutable_error() = proto::ToWireError(status);
+  } else {
+    hello->set_wan_endpoint(wan_->endpoint());
+    hello->set_num_params(params_.size());
+    hello->set_restored_round(restored_round);
+    hello->set_loss_floor(loss_floor);
+  }
+  channel_->Send(std::move(msg));
+}
+
+void Session::ReportStartFailure(const Status& status) {
+  std::cerr << "worker " << options_.rank << " of region " << options_.region << " cannot start: " << status.ToString()
+            << "\n";
+  if (channel_) SayHello(status, 0, 0);
+}
+
+Status Session::Start(std::span<float> params, StartOptions options) {
+  if (started_) return FailedPrecondition("Start called twice");
+  params_ = params;
+  start_ = std::move(options);
+  uint32_t restored = 0;
+  Status status = [&]() -> Status {
+    region_agent::ReplicaOptions r;
+    r.region = options_.region;
+    r.schedule = config_.schedule;
+    r.outer = config_.outer;
+    r.compression = config_.compression;
+    r.collective_timeout = options_.collective_timeout;
+    r.tensors = start_.tensors;
+    LONGHAUL_ASSIGN_OR_RETURN(replica_, region_agent::RegionReplica::Create(r, params_, *group_, start_.inner));
+    if (!assignment_.checkpoint_path().empty()) {
+      auto round = replica_->RestoreCheckpoint(assignment_.checkpoint_path());
+      if (!round.ok()) return round.status().WithContext("restoring checkpoint");
+      restored = *round;
+    }
+    return Status::Ok();
+  }();
+  if (!status.ok()) {
+    ReportStartFailure(status);
+    return status;
+  }
+  SayHello(Status::Ok(), restored, start_.loss_floor);
+  started_ = true;
+  LONGHAUL_ASSIGN_OR_RETURN(resynced_at_start_, AwaitStart());
+  return Status::Ok();
+}
+
+uint32_t Session::committed_round() const { return replica_ ? replica_->committed_round() : 0; }
+
+uint64_t Session::job_step() const {
+  const uint64_t h = config_.schedule.inner_steps;
+  const uint64_t done_rounds = round_ > 0 ? round_ - 1 : 0;
+  return done_rounds * h + (replica_ ? replica_->step_in_round() : 0);
+}
+
+std::span<const float> Session::theta() const {
+  return replica_ ? replica_->theta() : std::span<const float>();
+}
+
+Status Session::BeginRound(const v1::RoundCommand& cmd, bool* joined) {
+  current_ = cmd;
+  round_ = cmd.round();
+  current_epoch_ = cmd.epoch();
+  round_cancelled_ = false;
+  region_agent::RoundInputs in;
+  in.round = cmd.round();
+  in.epoch = cmd.epoch();
+  int my_rank = -1;
+  std::vector<region_agent::WanPeer> peers;
+  for (int k = 0; k < cmd.participants_size(); ++k) {
+    const auto& p = cmd.participants(k);
+    if (p.region() == options_.region) my_rank = k;
+    if (p.shard_endpoints_size() != static_cast<int>(config_.workers)) {
+      return InvalidArgument("participant " + p.region() + " lists " + std::to_string(p.shard_endpoints_size()) +
+                             " shard endpoints; the job has " + std::to_string(config_.workers) + " workers per region");
+    }
+    peers.push_back({p.region(), p.shard_endpoints(options_.rank)});
+    if (p.region() == cmd.bootstrap_region()) in.bootstrap_rank = k;
+  }
+  if (my_rank < 0) return InvalidArgument("region " + options_.region + " is not among the round's participants");
+  for (const auto& j : cmd.joining_regions()) {
+    in.any_joining = true;
+    if (j == options_.region) in.this_region_joining = true;
+  }
+  if (in.any_joining && in.bootstrap_rank < 0) {
+    return InvalidArgument("joining regions listed but bootstrap region '" + cmd.bootstrap_region() +
+                           "' is not a participant");
+  }
+  const bool local = config_.schedule.kind == "local";
+  std::unique_ptr<sync_policies::CollectiveLink> link;
+  if (!local && peers.size() > 1) {
+    // The scheduler sized the parallel connections from the measured link.
+    auto group = wan_->Join(peers, my_rank, cmd.round(), cmd.epoch(), static_cast<int>(cmd.connections_per_link()),
+                            DeadlineAfter(options_.collective_timeout));
+    if (!group.ok()) return group.status().WithContext("joining the round's WAN group");
+    link = std::move(*group);
+  }
+  // The link outlives the round: our last sends may still be in flight when our
+  // collective returns, and peers still need them. It is replaced here.
+  round_link_ = std::move(link);
+  sync_policies::CollectiveLink* l = round_link_.get();
+  if (l == nullptr && !local) {
+    // A single participant still runs the machinery: a one-member group.
+    if (!solo_) solo_ = std::make_unique<sync_policies::InProcessGroup>(1);
+    l = &solo_->link(0);
+  }
+  LONGHAUL_RETURN_IF_ERROR(replica_->BeginRound(in, l));
+  *joined = in.this_region_joining;
+  return Status::Ok();
+}
+
+Result<bool> Session::AwaitStart() {
+  for (;;) {
+    auto msg = channel_->Next(Later());
+    if (!msg || !msg->has_round_command() || msg->round_command().job_id() != config_.job_id) continue;
+    const auto& cmd = msg->round_command();
+    if (cmd.kind() == v1::RoundCommand::STOP) {
+      finished_ = true;
+      return false;
+    }
+    if (cmd.kind() != v1::RoundCommand::START) continue;
+    bool joined = false;
+    Status s = BeginRound(cmd, &joined);
+    if (s.ok()) {
+      last_step_ = SteadyClock::now();
+      return joined;
+    }
+    std::cerr << "round " << cmd.round() << " epoch " << cmd.epoch() << " cannot start: " << s.ToString() << "\n";
+    SendReport(cmd, s, "");
+  }
+}
+
+void Session::SendReport(const v1::RoundCommand& cmd, const Result<region_agent::RoundResult>& result,
+                         const std::string& checkpoint_path) {
+  v1::ControlMessage msg;
+  auto* report = msg.mutable_round_report();
+  report->set_job_id(config_.job_id);
+  report->set_round(cmd.round());
+  report->set_epoch(cmd.epoch());
+  report->set_region(options_.region);
+  if (!result.ok()) {
+    std::cerr << "round " << cmd.round() << " epoch " << cmd.epoch() << " failed: " << result.status().ToString() << "\n";
+    report->set_ok(false);
+    *report->mutable_error() = proto::ToWireError(result.status());
+    channel_->Send(std::move(msg));
+    return;
+  }
+  const auto& r = *result;
+  report->set_ok(true);
+  report->set_param_hash(r.param_hash);
+  report->set_loss(r.loss);
+  report->set_val_loss(r.val_loss);
+  report->set_tokens(r.tokens);
+  report->set_wan_bytes_sent(r.wan_bytes_sent);
+  report->set_compute_seconds(r.compute_seconds);
+  report->set_comm_seconds(r.comm_seconds);
+  report->set_wall_seconds(r.wall_seconds);
+  if (!checkpoint_path.empty()) report->set_checkpoint_path(checkpoint_path);
+  std::cerr << "round " << cmd.round() << " epoch " << cmd.epoch() << ": hash " << r.param_hash << " loss " << r.loss
+            << " val " << r.val_loss << "\n";
+  channel_->Send(std::move(msg));
+}
+
+void Session::ReportLinks(const v1::RoundCommand& cmd) {
+  const auto measured = wan_->measurements();
+  v1::ControlMessage msg;
+  auto* report = msg.mutable_link_report();
+  report->set_region(options_.region);
+  for (const auto& p : cmd.participants()) {
+    if (p.region() == options_.region || p.shard_endpoints_size() <= options_.rank) continue;
+    auto it = measured.find(p.shard_endpoints(options_.rank));
+    if (it == measured.end() || (it->second.bytes_per_second <= 0 && it->second.rtt_seconds <= 0)) continue;
+    auto* link = report->add_links();
+    link->set_peer(p.region());
+    link->set_bytes_per_second(it->second.bytes_per_second);
+    link->set_rtt_seconds(it->second.rtt_seconds);
+  }
+  if (report->links_size() > 0) channel_->Send(std::move(msg));
+}
+
+Result<std::string> Session::MaybeCheckpoint(const v1::RoundCommand& cmd, const region_agent::RoundResult& result) {
+  if (!cmd.checkpoint() || cmd.checkpoint_dir().empty()) return std::string();
+  // Written before the verdict (the report carries its path); deleted if the
+  // round does not commit, so only committed rounds leave files behind.
+  const auto path = CheckpointPath(cmd.checkpoint_dir(), config_.job_id, options_.region, cmd.round());
+  LONGHAUL_RETURN_IF_ERROR(replica_
+                               ->WriteCheckpoint(path, {{"job_id", config_.job_id},
+                                                        {"round", std::to_string(cmd.round())},
+                                                        {"epoch", std::to_string(cmd.epoch())},
+                                                        {"region", options_.region},
+                                                        {"param_hash", result.param_hash}})
+                               .WithContext("checkpoint"));
+  return options_.rank == 0 ? path.string() : std::string();
+}
+
+Result<StepEvent> Session::AfterAbort(const std::string& why) {
+  if (replica_->in_round()) {
+    std::cerr << "round " << round_ << ": rolled back (" << why << ")\n";
+    replica_->AbandonRound();
+  }
+  replica_->Rollback();
+  LONGHAUL_ASSIGN_OR_RETURN(bool joined, AwaitStart());
+  if (finished_) return StepEvent::kFinished;
+  return joined ? StepEvent::kResynced : StepEvent::kRolledBack;
+}
+
+Result<StepEvent> Session::Step(float loss, uint64_t tokens) {
+  if (finished_) return StepEvent::kFinished;
+  if (!started_) return FailedPrecondition("Step() before Start()");
+  const auto now = SteadyClock::now();
+  const double compute = std::chrono::duration<double>(now - last_step_).count();
+  if (round_cancelled_.load(std::memory_order_relaxed)) return AfterAbort("the orchestrator ended the round");
+  auto last = replica_->AfterInnerStep(loss, tokens, compute);
+  if (!last.ok()) {  // the replica has rolled the round back
+    SendReport(*current_, last.status(), "");
+    return AfterAbort(last.status().message());
+  }
+  StepEvent event = StepEvent::kNone;
+  if (*last) {
+    LONGHAUL_ASSIGN_OR_RETURN(event, FinishRound());
+  }
+  last_step_ = SteadyClock::now();
+  return event;
+}
+
+Result<StepEvent> Session::FailRound(const Status& why) {
+  if (finished_) return StepEvent::kFinished;
+  if (!started_ || !current_) return FailedPrecondition("FailRound() outside a round");
+  SendReport(*current_, why, "");
+  return AfterAbort(why.message());
+}
+
+Result<StepEvent> Session::FinishRound() {
+  const v1::RoundCommand cmd = *current_;
+  auto result = replica_->EndRound(options_.rank == 0 ? start_.validation : region_agent::ValidationFn{});
+  if (!result.ok()) {
+    SendReport(cmd, result.status(), "");
+    return AfterAbort(result.status().message());
+  }
+  auto checkpoint = MaybeCheckpoint(cmd, *result);
+  if (!checkpoint.ok()) {
+    SendReport(cmd, checkpoint.status(), "");
+    return AfterAbort(checkpoint.status().message());
+  }
+  SendReport(cmd, *result, *checkpoint);
+  if (options_.rank == 0) ReportLinks(cmd);
+  auto drop_checkpoint = [&] {
+    if (checkpoint->empty()) return;
+    std::error_code ec;
+    std::filesystem::remove(*checkpoint, ec);
+  };
+  for (;;) {
+    auto msg = channel_->Next(Later());
+    if (!msg) continue;
+    if (msg->has_round_verdict()) {
+      const auto& v = msg->round_verdict();
+      if (v.job_id() != config_.job_id || v.round() != cmd.round() || v.epoch() != cmd.epoch()) continue;  // stale
+      if (!v.committed()) {
+        drop_checkpoint();
+        return AfterAbort("verdict: " + v.reason());
+      }
+      replica_->Commit();
+      if (cmd.round() >= config_.rounds) {
+        finished_ = true;  // the job's last round: nothing more will start
+        return StepEvent::kCommitted;
+      }
+      LONGHAUL_ASSIGN_OR_RETURN(bool joined, AwaitStart());
+      if (finished_) return StepEvent::kFinished;
+      return joined ? StepEvent::kResynced : StepEvent::kCommitted;
+    }
+    if (!msg->has_round_command() || msg->round_command().job_id() != config_.job_id) continue;
+    const auto& c = msg->round_command();
+    if (c.kind() == v1::RoundCommand::STOP) {
+      drop_checkpoint();
+      replica_->Rollback();
+      finished_ = true;
+      return StepEvent::kFinished;
+    }
+    if (c.kind() == v1::RoundCommand::ABORT && c.epoch() >= cmd.epoch()) {
+      drop_checkpoint();
+      return AfterAbort("ABORT: " + c.reason());
+    }
+    if (c.kind() == v1::RoundCommand::START) {  // a new START without a verdict: ours did not commit
+      drop_checkpoint();
+      replica_->Rollback();
+      bool joined = false;
+      Status s = BeginRound(c, &joined);
+      if (!s.ok()) {
+        SendReport(c, s, "");
+        LONGHAUL_ASSIGN_OR_RETURN(joined, AwaitStart());
+        if (finished_) return StepEvent::kFinished;
+      }
+      last_step_ = SteadyClock::now();
+      return joined ? StepEvent::kResynced : StepEvent::kRolledBack;
+    }
+  }
+}
+
+}  // namespace longhaul::session

@@ -1,0 +1,124 @@
+#include "longhaul/session/session_options.h"
+
+#include <charconv>
+#include <cstdlib>
+
+namespace longhaul::session {
+namespace {
+
+constexpr const char* kAgent = "LONGHAUL_AGENT_ENDPOINT";
+constexpr const char* kAssignment = "LONGHAUL_ASSIGNMENT";
+constexpr const char* kRegion = "LONGHAUL_REGION";
+constexpr const char* kRank = "LONGHAUL_RANK";
+constexpr const char* kStoreDir = "LONGHAUL_STORE_DIR";
+constexpr const char* kWanHost = "LONGHAUL_WAN_HOST";
+constexpr const char* kInsecure = "LONGHAUL_INSECURE";
+constexpr const char* kKeyFile = "LONGHAUL_KEY_FILE";
+constexpr const char* kAllowlist = "LONGHAUL_ALLOWLIST";
+constexpr const char* kCollectiveMs = "LONGHAUL_COLLECTIVE_TIMEOUT_MS";
+constexpr const char* kLinkIoMs = "LONGHAUL_LINK_IO_TIMEOUT_MS";
+constexpr const char* kValidationBatches = "LONGHAUL_VALIDATION_BATCHES";
+constexpr const char* kTorchrun[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
+
+Result<std::string> Required(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') {
+    return FailedPrecondition(std::string("environment variable ") + name +
+                              " is not set: this program must be started by a longhaul agent as a job's worker");
+  }
+  return std::string(v);
+}
+
+Result<int64_t> Integer(const char* name, int64_t lo, int64_t hi, int64_t fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  int64_t out = 0;
+  const char* end = v + std::char_traits<char>::length(v);
+  if (std::from_chars(v, end, out).ptr != end || out < lo || out > hi) {
+    return InvalidArgument(std::string("environment variable ") + name + " must be an integer in [" +
+                           std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + std::string(v).substr(0, 32) + "'");
+  }
+  return out;
+}
+
+}  // namespace
+
+Status SessionOptions::Validate() const {
+  if (agent_endpoint.empty()) return InvalidArgument("session options: agent_endpoint is empty");
+  if (assignment_file.empty()) return InvalidArgument("session options: assignment_file is empty");
+  if (region.empty()) return InvalidArgument("session options: region is empty");
+  if (rank < 0) return InvalidArgument("session options: rank must be >= 0, got " + std::to_string(rank));
+  if (store_dir.empty()) return InvalidArgument("session options: store_dir is empty");
+  if (!insecure && (key_file.empty() || allowlist.empty())) {
+    return InvalidArgument("session options: CURVE needs key_file and allowlist (or insecure)");
+  }
+  if (link_io >= collective_timeout) {
+    return InvalidArgument("session options: link I/O timeout " + std::to_string(link_io.count()) +
+                           " ms must be below the collective timeout " + std::to_string(collective_timeout.count()) + " ms");
+  }
+  return Status::Ok();
+}
+
+std::map<std::string, std::string> WorkerEnvironment(const SessionOptions& o, int world_size,
+                                                     const std::string& master_addr, int master_port) {
+  std::map<std::string, std::string> env = {
+      {kAgent, o.agent_endpoint},
+      {kAssignment, o.assignment_file.string()},
+      {kRegion, o.region},
+      {kRank, std::to_string(o.rank)},
+      {kStoreDir, o.store_dir.string()},
+      {kWanHost, o.wan_host},
+      {kInsecure, o.insecure ? "1" : "0"},
+      {kKeyFile, o.key_file},
+      {kAllowlist, o.allowlist},
+      {kCollectiveMs, std::to_string(o.collective_timeout.count())},
+      {kLinkIoMs, std::to_string(o.link_io.count())},
+      {kValidationBatches, std::to_string(o.validation_batches)},
+      // torchrun's variables: one node per region as far as torch.distributed sees it.
+      {"RANK", std::to_string(o.rank)},
+      {"WORLD_SIZE", std::to_string(world_size)},
+      {"LOCAL_RANK", std::to_string(o.rank)},
+      {"LOCAL_WORLD_SIZE", std::to_string(world_size)},
+      {"MASTER_ADDR", master_addr},
+      {"MASTER_PORT", std::to_string(master_port)},
+  };
+  return env;
+}
+
+Result<SessionOptions> SessionOptionsFromEnvironment() {
+  SessionOptions o;
+  LONGHAUL_ASSIGN_OR_RETURN(o.agent_endpoint, Required(kAgent));
+  LONGHAUL_ASSIGN_OR_RETURN(std::string assignment, Required(kAssignment));
+  o.assignment_file = assignment;
+  LONGHAUL_ASSIGN_OR_RETURN(o.region, Required(kRegion));
+  LONGHAUL_ASSIGN_OR_RETURN(int64_t rank, Integer(kRank, 0, 1 << 20, -1));
+  if (rank < 0) return Required(kRank).status();
+  o.rank = static_cast<int>(rank);
+  LONGHAUL_ASSIGN_OR_RETURN(std::string store, Required(kStoreDir));
+  o.store_dir = store;
+  if (const char* h = std::getenv(kWanHost); h != nullptr && *h != '\0') o.wan_host = h;
+  const char* insecure = std::getenv(kInsecure);
+  o.insecure = insecure != nullptr && std::string(insecure) == "1";
+  if (!o.insecure) {
+    LONGHAUL_ASSIGN_OR_RETURN(o.key_file, Required(kKeyFile));
+    LONGHAUL_ASSIGN_OR_RETURN(o.allowlist, Required(kAllowlist));
+  }
+  LONGHAUL_ASSIGN_OR_RETURN(int64_t collective, Integer(kCollectiveMs, 1, int64_t{1} << 40, o.collective_timeout.count()));
+  o.collective_timeout = Duration(collective);
+  LONGHAUL_ASSIGN_OR_RETURN(int64_t link_io, Integer(kLinkIoMs, 1, int64_t{1} << 40, o.link_io.count()));
+  o.link_io = Duration(link_io);
+  LONGHAUL_ASSIGN_OR_RETURN(int64_t batches, Integer(kValidationBatches, 0, 1 << 20, o.validation_batches));
+  o.validation_batches = static_cast<int>(batches);
+  LONGHAUL_RETURN_IF_ERROR(o.Validate());
+  return o;
+}
+
+bool IsReservedEnvironmentName(const std::string& name) {
+  if (name.rfind("LONGHAUL_", 0) == 0) return true;
+  for (const char* t : kTorchrun) {
+    if (name == t) return true;
+  }
+  return false;
+}
+
+}  // namespace longhaul::session
