@@ -19,6 +19,40 @@ std::vector<trainer::TensorView> RegionReplica::Tensors() const {
   return {{.name = "flat", .shape = {static_cast<int64_t>(theta_.size())}, .offset = 0, .numel = theta_.size()}};
 }
 
+std::vector<float> RegionReplica::OuterState() const {
+  std::vector<float> out;
+  for (const auto& o : outer_) out.insert(out.end(), o->state().begin(), o->state().end());
+  return out;
+}
+
+Status RegionReplica::LoadState(std::span<const float> theta, std::span<const float> outer_state) {
+  if (round_ && round_->step > 0) {
+    return FailedPrecondition("the outer state can be loaded only between rounds (round " +
+                              std::to_string(round_->inputs.round) + " is at inner step " +
+                              std::to_string(round_->step) + ")");
+  }
+  if (theta.size() != theta_.size()) {
+    return InvalidArgument("theta has " + std::to_string(theta.size()) + " floats; the job's parameters are " +
+                           std::to_string(theta_.size()));
+  }
+  size_t expected = 0;
+  for (const auto& o : outer_) expected += o->state().size();
+  if (outer_state.size() != expected) {
+    return InvalidArgument("outer state has " + std::to_string(outer_state.size()) + " floats; this worker keeps " +
+                           std::to_string(expected));
+  }
+  size_t at = 0;
+  for (auto& o : outer_) {
+    const size_t n = o->state().size();
+    LONGHAUL_RETURN_IF_ERROR(o->LoadState(outer_state.subspan(at, n)));
+    at += n;
+  }
+  std::copy(theta.begin(), theta.end(), theta_.begin());
+  std::copy(theta.begin(), theta.end(), local_.begin());
+  if (round_) round_->before = Snapshot();
+  return Status::Ok();
+}
+
 Status RegionReplica::WriteCheckpoint(const std::filesystem::path& path, std::map<std::string, std::string> metadata) {
   const bool has_state = !outer_.empty() && outer_[0]->state().size() == layout_.Piece(0).size() &&
                          layout_.Piece(0).size() > 0;

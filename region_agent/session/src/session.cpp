@@ -155,8 +155,8 @@ uint32_t Session::committed_round() const { return replica_ ? replica_->committe
 
 uint64_t Session::job_step() const {
   const uint64_t h = config_.schedule.inner_steps;
-  const uint64_t done_rounds = round_ > 0 ? round_ - 1 : 0;
-  return done_rounds * h + (replica_ ? replica_->step_in_round() : 0);
+  if (replica_ && replica_->in_round()) return uint64_t{round_ > 0 ? round_ - 1 : 0} * h + replica_->step_in_round();
+  return uint64_t{round_} * h;  // between rounds (or finished): round_ is done
 }
 
 std::span<const float> Session::theta() const {

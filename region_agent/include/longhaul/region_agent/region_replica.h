@@ -141,6 +141,13 @@ class RegionReplica {
   uint32_t committed_round() const { return committed_round_; }
   const ReplicaOptions& options() const { return options_; }
 
+  // This worker's outer-optimizer state, its pieces fragment by fragment.
+  std::vector<float> OuterState() const;
+  // Replaces theta (and the local parameters) and this worker's outer state (as
+  // OuterState returns it) before a round's first inner step. Every region must
+  // load the same state, or the next commit's hashes disagree.
+  Status LoadState(std::span<const float> theta, std::span<const float> outer_state);
+
   // Checkpoint tensors of theta and the full (gathered) outer state: a collective,
   // every worker of the region must call it; only rank 0 writes.
   Status WriteCheckpoint(const std::filesystem::path& path, std::map<std::string, std::string> metadata);

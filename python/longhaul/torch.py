@@ -1,0 +1,165 @@
+"""longhaul.torch: a PyTorch training loop as a longhaul worker.
+
+    import longhaul.torch as lh
+
+    cfg = lh.job_config()                    # the job spec: H, lr, seed, data, ...
+    torch.manual_seed(cfg.seed)              # identical initial parameters everywhere
+    model = MyModel()
+    diloco = lh.DiLoCo(model)                # join the job: the model holds the global params
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.inner.lr)
+    while not diloco.finished:
+        loss = model(batch()); opt.zero_grad(); loss.backward(); opt.step()
+        diloco.step(loss=loss)               # a no-op except at the job's sync points
+
+H, the outer optimizer, the codec, fragments and overlap come from the job spec;
+the script does not restate them. At a sync point step() runs the outer step over
+the WAN and returns what happened:
+
+  "none"         an inner step like any other
+  "committed"    the round committed: the model holds the new global parameters
+  "rolled_back"  the round aborted (a region failed): the model is back at the last
+                 committed parameters and the same round runs again
+  "resynced"     this region rejoined and received the global parameters and outer
+                 state from a live one (reset schedules from `job_step`)
+  "finished"     the job is over
+
+The parameters are carried without copies: DiLoCo makes every parameter a view of
+one flat float32 tensor that the worker library reads and writes in place. They
+must be float32 on the CPU. The inner optimizer's own state (AdamW moments) is
+not rolled back with the parameters. Several workers per region: the agent sets
+torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), so
+torch.distributed.init_process_group("gloo") works; average the gradients inside
+the region as usual (create DDP after DiLoCo). Every worker carries its shard of
+the parameters over the WAN.
+"""
+
+import torch
+
+from . import _native
+from .config import JobConfig, from_json, job_config
+
+LonghaulError = _native.LonghaulError
+
+NONE = "none"
+COMMITTED = "committed"
+ROLLED_BACK = "rolled_back"
+RESYNCED = "resynced"
+FINISHED = "finished"
+
+__all__ = ["DiLoCo", "JobConfig", "LonghaulError", "job_config", "flatten_parameters",
+           "NONE", "COMMITTED", "ROLLED_BACK", "RESYNCED", "FINISHED"]
+
+
+def flatten_parameters(model):
+    """Moves the model's parameters into one flat float32 tensor and makes each a view of it.
+
+    Returns (flat, tensors) where tensors lists (name, shape, offset, numel) in order.
+    The values are unchanged; optimizers created before or after keep working
+    (the Parameter objects stay the same, only their storage moves).
+    """
+    named = list(model.named_parameters())
+    if not named:
+        raise ValueError("the model has no parameters")
+    for name, p in named:
+        if p.dtype != torch.float32:
+            raise TypeError(f"parameter '{name}' is {p.dtype}; longhaul carries float32 parameters")
+        if p.device.type != "cpu":
+            raise TypeError(f"parameter '{name}' is on {p.device}; longhaul.torch needs CPU parameters for now")
+    total = sum(p.numel() for _, p in named)
+    flat = torch.empty(total, dtype=torch.float32)
+    tensors = []
+    offset = 0
+    with torch.no_grad():
+        for name, p in named:
+            n = p.numel()
+            view = flat[offset:offset + n]
+            view.copy_(p.detach().reshape(-1))
+            p.data = view.view(p.shape)
+            tensors.append((name, list(p.shape), offset, n))
+            offset += n
+    return flat, tensors
+
+
+class DiLoCo:
+    """This worker's part of the job's outer synchronisation (DiLoCo, Streaming
+    DiLoCo, the fully synchronous baseline or local-only: the job spec decides).
+
+    eval_fn: optional callable returning the validation loss (a float); it runs on
+    the region's first worker right after each outer step, with the model holding
+    the new parameters, and is reported to `longhaul status` and the metrics.
+    """
+
+    def __init__(self, model, eval_fn=None):
+        self._model = model
+        self._flat, self._tensors = flatten_parameters(model)
+        self._first = next(iter(model.parameters()))
+        self._session = _native.Session()
+        self.config = from_json(self._session.config_json)
+        self._session.start(self._flat.data_ptr(), self._flat.numel(), self._tensors, eval_fn)
+        self.resynced = self._session.resynced_at_start
+        self.last_event = RESYNCED if self.resynced else NONE
+
+    def step(self, loss=0.0, tokens=0):
+        """Call once after every inner optimizer step. Returns the event (see module doc)."""
+        if isinstance(loss, torch.Tensor):
+            loss = float(loss.detach())
+        event = self._session.step(float(loss), int(tokens))
+        if event != NONE:
+            self.last_event = event
+            if event == RESYNCED:
+                self.resynced = True
+            self._check_aliasing()
+        return event
+
+    def fail_round(self, why):
+        """The inner step failed in a way the job should see (not a crash): the round
+        is reported failed and rolled back. Returns the next event."""
+        return self._session.fail_round(str(why))
+
+    def _check_aliasing(self):
+        if self._first.data_ptr() != self._flat.data_ptr():
+            raise LonghaulError("the model's parameters no longer live in longhaul's flat buffer "
+                                "(was the model moved with .to() or a parameter's .data replaced?)")
+
+    @property
+    def finished(self):
+        return self._session.finished
+
+    @property
+    def round(self):
+        """The round in progress (1-based)."""
+        return self._session.round
+
+    @property
+    def committed_round(self):
+        return self._session.committed_round
+
+    @property
+    def job_step(self):
+        """Inner steps of the job done so far (jumps after a rejoin): drive lr schedules with it."""
+        return self._session.job_step
+
+    @property
+    def flat_parameters(self):
+        """The flat float32 tensor every parameter is a view of."""
+        return self._flat
+
+    @property
+    def tensors(self):
+        return list(self._tensors)
+
+    def state_dict(self):
+        """The outer state: global parameters theta, this worker's outer-optimizer
+        state, and the last committed round."""
+        theta = torch.frombuffer(bytearray(self._session.theta()), dtype=torch.float32)
+        outer = self._session.outer_state()
+        outer_t = torch.frombuffer(bytearray(outer), dtype=torch.float32) if outer else torch.empty(0)
+        return {"round": self.committed_round, "theta": theta, "outer_state": outer_t,
+                "tensors": self.tensors}
+
+    def load_state_dict(self, state):
+        """Loads a state_dict() before a round's first inner step. Every region must
+        load the same state (the next commit checks that replicas agree)."""
+        theta = state["theta"].detach().to(torch.float32).contiguous()
+        outer = state["outer_state"].detach().to(torch.float32).contiguous()
+        self._session.load_state(theta.data_ptr(), theta.numel(), outer.data_ptr(), outer.numel())

@@ -1,0 +1,154 @@
+// longhaul._native: the worker library (longhaul/session/session.h) for Python.
+//
+// Zero-copy: the session works on the caller's flat fp32 buffer, handed over as
+// a data pointer (the longhaul.torch wrapper makes every parameter a view of one
+// flat tensor and keeps it alive). Every blocking call releases the GIL; the
+// validation callback takes it back. C++ errors become longhaul.LonghaulError
+// with the C++ message; a Python exception in the callback becomes the round's
+// error (its text and traceback tail reach `longhaul status`).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+
+#include "longhaul/common/checksum.h"
+#include "longhaul/session/job_config_json.h"
+#include "longhaul/session/session.h"
+
+namespace py = pybind11;
+namespace ls = longhaul::session;
+
+namespace {
+
+PyObject* g_error = nullptr;
+
+[[noreturn]] void Raise(const longhaul::Status& s) {
+  PyErr_SetString(g_error, s.ToString().c_str());
+  throw py::error_already_set();
+}
+
+template <typename T>
+T Unwrap(longhaul::Result<T> r) {
+  if (!r.ok()) Raise(r.status());
+  return std::move(*r);
+}
+
+class PySession {
+ public:
+  PySession() {
+    py::gil_scoped_release release;  // Open forms the intra-region group: blocks on peers
+    auto options = ls::SessionOptionsFromEnvironment();
+    if (!options.ok()) {
+      py::gil_scoped_acquire acquire;
+      Raise(options.status());
+    }
+    auto s = ls::Session::Open(*options);
+    if (!s.ok()) {
+      py::gil_scoped_acquire acquire;
+      Raise(s.status());
+    }
+    session_ = std::move(*s);
+    config_json_ = ls::JobConfigJson(session_->config(), *options);
+  }
+
+  // tensors: [(name, shape, offset, numel)]; eval_fn: None or a callable -> float.
+  void Start(uintptr_t data, size_t n, const std::vector<std::tuple<std::string, std::vector<int64_t>, size_t, size_t>>& tensors,
+             py::object eval_fn) {
+    if (data == 0 || n == 0) Raise(longhaul::InvalidArgument("start: the parameter buffer is empty"));
+    ls::StartOptions opts;
+    for (const auto& [name, shape, offset, numel] : tensors) {
+      opts.tensors.push_back({.name = name, .shape = shape, .offset = offset, .numel = numel});
+    }
+    if (!eval_fn.is_none()) {
+      eval_fn_ = std::make_shared<py::object>(eval_fn);
+      opts.validation = [fn = eval_fn_](std::span<const float>) -> longhaul::Result<double> {
+        py::gil_scoped_acquire acquire;
+        try {
+          return (*fn)().cast<double>();
+        } catch (py::error_already_set& e) {
+          return longhaul::Aborted(std::string("eval_fn raised: ") + e.what());
+        } catch (const py::cast_error& e) {
+          return longhaul::InvalidArgument(std::string("eval_fn must return a number: ") + e.what());
+        }
+      };
+    }
+    longhaul::Status st;
+    {
+      py::gil_scoped_release release;
+      st = session_->Start(std::span<float>(reinterpret_cast<float*>(data), n), std::move(opts));
+    }
+    if (!st.ok()) Raise(st);
+  }
+
+  std::string Step(float loss, uint64_t tokens) {
+    longhaul::Result<ls::StepEvent> e = longhaul::Internal("unset");
+    {
+      py::gil_scoped_release release;
+      e = session_->Step(loss, tokens);
+    }
+    return ls::StepEventName(Unwrap(std::move(e)));
+  }
+
+  std::string FailRound(const std::string& why) {
+    longhaul::Result<ls::StepEvent> e = longhaul::Internal("unset");
+    {
+      py::gil_scoped_release release;
+      e = session_->FailRound(longhaul::Aborted(why));
+    }
+    return ls::StepEventName(Unwrap(std::move(e)));
+  }
+
+  py::bytes Theta() const {
+    auto t = session_->theta();
+    return py::bytes(reinterpret_cast<const char*>(t.data()), t.size() * sizeof(float));
+  }
+  py::bytes OuterState() const {
+    auto* r = session_->replica();
+    if (r == nullptr) Raise(longhaul::FailedPrecondition("the session has not started"));
+    auto s = r->OuterState();
+    return py::bytes(reinterpret_cast<const char*>(s.data()), s.size() * sizeof(float));
+  }
+  void LoadState(uintptr_t theta, size_t theta_n, uintptr_t outer, size_t outer_n) {
+    auto* r = session_->replica();
+    if (r == nullptr) Raise(longhaul::FailedPrecondition("the session has not started"));
+    longhaul::Status st = r->LoadState(std::span<const float>(reinterpret_cast<const float*>(theta), theta_n),
+                                       std::span<const float>(reinterpret_cast<const float*>(outer), outer_n));
+    if (!st.ok()) Raise(st);
+  }
+
+  ls::Session& session() { return *session_; }
+  const std::string& config_json() const { return config_json_; }
+
+ private:
+  std::unique_ptr<ls::Session> session_;
+  std::string config_json_;
+  std::shared_ptr<py::object> eval_fn_;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_native, m) {
+  m.doc() = "longhaul worker library (use longhaul.torch)";
+  static py::exception<std::runtime_error> error(m, "LonghaulError");
+  g_error = error.ptr();
+  m.def("job_config_json", [] { return Unwrap(ls::JobConfigJsonFromEnvironment()); },
+        "The job as JSON, read from the environment the agent set (no connection made).");
+  m.def("parameter_hash", [](uintptr_t data, size_t n) {
+    return longhaul::ParameterHash(std::span<const float>(reinterpret_cast<const float*>(data), n));
+  });
+  py::class_<PySession>(m, "Session")
+      .def(py::init<>())
+      .def("start", &PySession::Start, py::arg("data_ptr"), py::arg("numel"), py::arg("tensors"), py::arg("eval_fn"))
+      .def("step", &PySession::Step, py::arg("loss"), py::arg("tokens"))
+      .def("fail_round", &PySession::FailRound)
+      .def("theta", &PySession::Theta)
+      .def("outer_state", &PySession::OuterState)
+      .def("load_state", &PySession::LoadState)
+      .def_property_readonly("config_json", &PySession::config_json)
+      .def_property_readonly("finished", [](PySession& s) { return s.session().finished(); })
+      .def_property_readonly("round", [](PySession& s) { return s.session().round(); })
+      .def_property_readonly("committed_round", [](PySession& s) { return s.session().committed_round(); })
+      .def_property_readonly("job_step", [](PySession& s) { return s.session().job_step(); })
+      .def_property_readonly("resynced_at_start", [](PySession& s) { return s.session().resynced_at_start(); });
+}

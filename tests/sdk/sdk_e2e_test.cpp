@@ -1,0 +1,167 @@
+// The worker SDK end to end: the user's own programs as the workers of real
+// agents (and linkem links) under a real orchestrator.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <fstream>
+
+#include "real_cluster.h"
+
+using namespace longhaul;
+using namespace longhaul::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string kBin = LONGHAUL_BIN_DIR;
+const std::string kSource = LONGHAUL_SOURCE_DIR;
+const std::string kPython = LONGHAUL_PYTHON;
+
+// GCC 12 at -O3 reports a spurious -Wrestrict inside protobuf's map insert here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wrestrict"
+// Two regions' worth of the cluster's spec, with the user's program as the worker.
+v1::JobSpec CommandSpec(const RealCluster& c, std::vector<std::string> argv, uint32_t rounds, uint32_t h,
+                        uint32_t regions = 2) {
+  v1::JobSpec s = c.Spec(rounds, h);
+  s.clear_model_preset();
+  s.clear_regions();
+  for (uint32_t i = 0; i < regions; ++i) s.add_regions(kClusterRegions[i]);
+  s.set_region_count(regions);
+  s.set_min_regions(std::min<uint32_t>(2, regions));
+  auto* cmd = s.mutable_worker()->mutable_command();
+  for (const auto& a : argv) *cmd->add_argv() = a;
+  (*cmd->mutable_env())["OMP_NUM_THREADS"] = "1";
+  return s;
+}
+#pragma GCC diagnostic pop
+
+std::vector<std::string> Hashes(const RealCluster& c, const std::string& job) {
+  std::vector<std::string> out;
+  for (const auto& r : c.Rounds(job)) out.push_back(r.param_hash);
+  return out;
+}
+
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The example's job: the character-level transformer on a text file, small.
+v1::JobSpec ExampleSpec(const RealCluster& c, uint32_t rounds, uint32_t h) {
+  v1::JobSpec s = CommandSpec(c, {kPython, kSource + "/examples/pytorch/train.py", "--context", "32", "--d-model", "48",
+                                  "--layers", "1", "--heads", "2"},
+                              rounds, h, 3);
+  s.mutable_worker()->mutable_command()->set_working_dir(kSource + "/examples/pytorch");
+  s.mutable_data()->mutable_text_file()->set_path("/usr/share/common-licenses/GPL-3");
+  s.mutable_data()->mutable_text_file()->set_validation_fraction(0.05);
+  s.mutable_inner()->set_lr(3e-3);
+  s.mutable_inner()->set_batch_size(8);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("sdk: the built-in trainer through the C ABI commits the same hashes as longhaul-worker", "[sdk]") {
+  RealCluster c("sdk-twin");
+  c.StartOrchestrator();
+  for (int i = 0; i < 2; ++i) c.StartAgent(kClusterRegions[i]);
+  v1::JobSpec builtin = CommandSpec(c, {"unused"}, 3, 5);
+  builtin.clear_worker();
+  builtin.set_model_preset("tiny");
+  const std::string a = c.Submit(builtin);
+  auto st = c.WaitFor(a, JobDone, 120s);
+  INFO("built-in: " << st.reason() << " (logs in " << c.dir << ")");
+  REQUIRE(st.state() == "succeeded");
+  const std::string b = c.Submit(CommandSpec(c, {kBin + "/builtin_twin_worker"}, 3, 5));
+  st = c.WaitFor(b, JobDone, 120s);
+  INFO("twin: " << st.reason());
+  REQUIRE(st.state() == "succeeded");
+  const auto ha = Hashes(c, a), hb = Hashes(c, b);
+  REQUIRE(ha.size() == 3);
+  CHECK(ha == hb);  // every round, bit for bit
+}
+
+TEST_CASE("sdk: a PyTorch worker and a C worker making the same updates commit the same hashes", "[sdk]") {
+  RealCluster c("sdk-replay");
+  c.StartOrchestrator();
+  for (int i = 0; i < 2; ++i) c.StartAgent(kClusterRegions[i]);
+  const std::string py = c.Submit(CommandSpec(c, {kPython, kSource + "/tests/sdk/workers/replay_worker.py", "3000"}, 3, 4));
+  auto st = c.WaitFor(py, JobDone, 120s);
+  INFO("python: " << st.reason() << " (logs in " << c.dir << ")");
+  REQUIRE(st.state() == "succeeded");
+  const std::string cw = c.Submit(CommandSpec(c, {kBin + "/c_replay_worker", "3000"}, 3, 4));
+  st = c.WaitFor(cw, JobDone, 120s);
+  INFO("c: " << st.reason());
+  REQUIRE(st.state() == "succeeded");
+  const auto hp = Hashes(c, py), hc = Hashes(c, cw);
+  REQUIRE(hp.size() == 3);
+  CHECK(hp == hc);
+  CHECK(hp[0] != hp[1]);  // the rounds did move the parameters
+}
+
+TEST_CASE("sdk: the PyTorch example runs across 3 regions behind emulated WAN links", "[sdk]") {
+  RealCluster c("sdk-example", {.agent_flags = {"--wan-rate-mbit", "100", "--wan-delay-ms", "10"}});
+  c.StartOrchestrator();
+  for (const auto& r : kClusterRegions) c.StartAgent(r);
+  const std::string job = c.Submit(ExampleSpec(c, 4, 10));
+  auto st = c.WaitFor(job, JobDone, 240s);
+  INFO("reason: " << st.reason() << " (logs in " << c.dir << ")");
+  REQUIRE(st.state() == "succeeded");
+  const auto rounds = c.Rounds(job);
+  REQUIRE(rounds.size() == 4);
+  for (const auto& r : rounds) {
+    CHECK(r.participants.size() == 3);  // a commit means all three hashes agreed
+    CHECK(r.wan_bytes > 0);
+  }
+  CHECK(st.val_loss() > 0);
+  CHECK(st.val_loss() < 5.55);  // below the uniform-byte loss ln(256)
+}
+
+TEST_CASE("sdk: a killed PyTorch worker is relaunched and its region rejoins", "[sdk]") {
+  RealCluster c("sdk-kill");
+  c.StartOrchestrator();
+  for (const auto& r : kClusterRegions) c.StartAgent(r);
+  const std::string job = c.Submit(ExampleSpec(c, 12, 20));
+  auto st = c.WaitFor(job, [](const v1::JobStatus& s) { return s.round() >= 3 || JobDone(s); }, 180s);
+  REQUIRE(st.round() >= 3);
+  const auto victims = ChildrenNamed(c.agents["us-east"]->pid(), "python3");
+  REQUIRE(victims.size() == 1);
+  REQUIRE(::kill(victims[0], SIGKILL) == 0);
+  st = c.WaitFor(job, JobDone, 300s);
+  INFO("reason: " << st.reason() << " (logs in " << c.dir << ")");
+  REQUIRE(st.state() == "succeeded");
+  const auto rounds = c.Rounds(job);
+  REQUIRE(rounds.size() == 12);
+  CHECK(rounds.back().participants.size() == 3);  // us-east is back
+  bool without = false;
+  for (const auto& r : rounds) without = without || r.participants.size() == 2;
+  CHECK(without);  // and it was gone for a while
+  // The relaunched script was told it had been re-synchronised.
+  CHECK_THAT(ReadFile(c.dir / "us-east" / job / "worker-0.log"), Catch::Contains("resynced"));
+}
+
+TEST_CASE("sdk: a script that raises is reported with its traceback", "[sdk]") {
+  RealCluster c("sdk-raise");
+  c.StartOrchestrator();
+  for (int i = 0; i < 2; ++i) c.StartAgent(kClusterRegions[i]);
+  v1::JobSpec s = CommandSpec(c, {kPython, kSource + "/tests/sdk/workers/raise_worker.py"}, 3, 5);
+  s.set_min_regions(2);
+  const std::string job = c.Submit(s);
+  // The region's report carries the exit status and the traceback's tail.
+  bool seen = false;
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  std::string text;
+  while (!seen && std::chrono::steady_clock::now() < deadline) {
+    text.clear();
+    for (const auto& e : c.Events(job)) text.append(e.kind).append(": ").append(e.message).append("\n");
+    auto st = c.WaitFor(job, [](const v1::JobStatus&) { return true; }, 1s);
+    text += st.reason();
+    seen = text.find("tokenizer exploded") != std::string::npos && text.find("exited with status 1") != std::string::npos;
+    if (!seen) std::this_thread::sleep_for(200ms);
+  }
+  INFO(text);
+  CHECK(seen);
+  CHECK_THAT(text, Catch::Contains("Traceback") || Catch::Contains("RuntimeError"));
+}

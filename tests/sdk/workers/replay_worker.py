@@ -1,0 +1,30 @@
+"""The PyTorch twin of c_replay_worker.c: the same exact updates through longhaul.torch.
+
+Usage: replay_worker.py NUM_PARAMS
+"""
+import sys
+
+import torch
+
+import longhaul.torch as lh
+
+n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+cfg = lh.job_config()
+idx = torch.arange(n, dtype=torch.int64)
+
+
+class Flat(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(((idx * 37) % 101 - 50).to(torch.float32) / 64.0)
+
+
+model = Flat()
+diloco = lh.DiLoCo(model)
+while not diloco.finished:
+    g = diloco.job_step + 1
+    with torch.no_grad():
+        model.w -= ((idx * 7 + g * 3 + cfg.region_index * 5) % 17 - 8).to(torch.float32) / 4096.0
+    event = diloco.step(loss=1.0, tokens=1)
+    if event == lh.COMMITTED:
+        print(f"committed round {diloco.committed_round}", file=sys.stderr)
