@@ -14,6 +14,7 @@ PACKAGES=(
   libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libopenblas-dev libsqlite3-dev libzstd-dev libxxhash-dev
   iproute2 iperf3 prometheus gnuplot-nox
+  python3-dev pybind11-dev python3-torch python3-numpy python3-pytest
 )
 
 missing=()

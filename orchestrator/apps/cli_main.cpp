@@ -59,6 +59,10 @@ int main(int argc, char** argv) {
   demo->add_option("--bin-dir", demo_options.bin_dir, "where longhaul-* binaries are (default: next to this one)");
   demo->add_flag("--keep", demo_options.keep_work_dir, "keep the demo's temporary directory");
   demo->add_flag("--no-sync-baseline", demo_options.skip_sync_baseline, "run only the DiLoCo job");
+  demo->add_option("--example", demo_options.example,
+                   "run an example's own worker program instead of the built-in trainer (pytorch: examples/pytorch)")
+      ->check(CLI::IsMember({"pytorch"}));
+  demo->add_option("--examples-dir", demo_options.examples_dir, "where the examples are (default: the source tree's)");
   bool no_wan = false;
   demo->add_flag("--no-wan-emulation", no_wan, "plain loopback instead of longhaul-linkem WAN links");
 
@@ -74,6 +78,7 @@ int main(int argc, char** argv) {
   if (*gen) return CliKeysGen(ctx, keys_dir, keys_name);
   if (*demo) {
     if (demo_options.bin_dir.empty()) demo_options.bin_dir = DefaultBinDir(argv[0]);
+    if (demo_options.examples_dir.empty()) demo_options.examples_dir = LONGHAUL_EXAMPLES_DIR;
     demo_options.json = ctx.json;
     demo_options.wan_emulation = !no_wan;
     return RunDemo(demo_options);

@@ -40,7 +40,7 @@ void RealCluster::StartOrchestrator(const std::string& bind) {
 void RealCluster::StartAgent(const std::string& region) {
   std::vector<std::string> argv = {
       kBin + "/longhaul-agent", "--region", region, "--orchestrator", ep.control, "--orchestrator-public-key",
-      (dir / "keys/orchestrator.pub").string(), "--key", (dir / "keys" / (region + ".key")).string(), "--workers", "1",
+      (dir / "keys/orchestrator.pub").string(), "--key", (dir / "keys" / (region + ".key")).string(), "--workers", std::to_string(options.workers),
       "--data-host", "127.0.0.1", "--work-dir", (dir / region).string(), "--metrics", "127.0.0.1:0", "--allowlist",
       (dir / "keys/allow").string(), "--bin-dir", kBin,
       "--collective-timeout-s", "15"};  // survivors of a killed peer give up in seconds

@@ -21,6 +21,7 @@ inline const std::vector<std::string> kClusterRegions = {"eu-west", "us-east", "
 
 struct RealClusterOptions {
   std::vector<std::string> agent_flags;  // extra flags for every agent (e.g. WAN emulation)
+  int workers = 1;                       // worker slots per agent
 };
 
 struct RealCluster {

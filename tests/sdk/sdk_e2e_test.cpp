@@ -119,6 +119,31 @@ TEST_CASE("sdk: the PyTorch example runs across 3 regions behind emulated WAN li
   CHECK(st.val_loss() < 5.55);  // below the uniform-byte loss ln(256)
 }
 
+TEST_CASE("sdk: two PyTorch workers per region, torch.distributed inside and one WAN shard each", "[sdk]") {
+  RealCluster c("sdk-multi", {.workers = 2});
+  c.StartOrchestrator();
+  for (int i = 0; i < 2; ++i) c.StartAgent(kClusterRegions[i]);
+  v1::JobSpec s = ExampleSpec(c, 3, 5);
+  s.clear_regions();
+  for (int i = 0; i < 2; ++i) s.add_regions(kClusterRegions[i]);
+  s.set_region_count(2);
+  s.set_workers_per_region(2);
+  const std::string job = c.Submit(s);
+  auto st = c.WaitFor(job, JobDone, 240s);
+  INFO("reason: " << st.reason() << " (logs in " << c.dir << ")");
+  REQUIRE(st.state() == "succeeded");
+  const auto rounds = c.Rounds(job);
+  REQUIRE(rounds.size() == 3);
+  // A region reports ok only when both of its workers hold the same parameters,
+  // and a round commits only when both regions agree.
+  for (const auto& r : rounds) CHECK(r.participants.size() == 2);
+  // Each worker carried its own shard: both logged a committed hash every round.
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string log = ReadFile(c.dir / "eu-west" / job / ("worker-" + std::to_string(rank) + ".log"));
+    CHECK_THAT(log, Catch::Contains("round 3 epoch"));
+  }
+}
+
 TEST_CASE("sdk: a killed PyTorch worker is relaunched and its region rejoins", "[sdk]") {
   RealCluster c("sdk-kill");
   c.StartOrchestrator();

@@ -24,16 +24,11 @@ struct DemoResult {
   v1::JobStatus status;
 };
 
-v1::JobSpec DemoJob(const DemoOptions& o, bool sync_baseline) {
+// The built-in trainer's demo job.
+v1::JobSpec BuiltinJob() {
   v1::JobSpec s = DefaultJobSpec();
-  s.set_name(sync_baseline ? "demo-sync" : "demo-diloco-int8");
-  s.clear_regions();
-  for (const auto& r : o.regions) s.add_regions(r.name);
-  s.set_region_count(static_cast<uint32_t>(o.regions.size()));
-  s.set_min_regions(static_cast<uint32_t>(o.regions.size()) > 1 ? 2 : 1);
-  s.set_workers_per_region(o.workers_per_region);
-  s.set_rounds(o.rounds);
-  s.mutable_sync()->set_inner_steps(o.inner_steps);
+  s.set_rounds(30);
+  s.mutable_sync()->set_inner_steps(20);
   // Settings under which the tiny model visibly approaches the loss floor within
   // a few hundred steps (cf. the trainer's own convergence test).
   s.mutable_inner()->set_lr(2e-2);
@@ -42,6 +37,35 @@ v1::JobSpec DemoJob(const DemoOptions& o, bool sync_baseline) {
   // Outer momentum 0.5 rather than the paper's 0.9, as in bench/convergence: with
   // only 30 outer steps momentum 0.9 (a memory of ~10 steps) overshoots.
   s.mutable_outer()->set_momentum(0.5);
+  return s;
+}
+
+// examples/pytorch/job.yaml as it is, its script found where the example lives.
+Result<v1::JobSpec> PyTorchJob(const DemoOptions& o) {
+  const std::filesystem::path dir = std::filesystem::path(o.examples_dir) / "pytorch";
+  LONGHAUL_ASSIGN_OR_RETURN(v1::JobSpec s, LoadJobSpecFile(dir / "job.yaml"));
+  auto* cmd = s.mutable_worker()->mutable_command();
+  cmd->set_working_dir(std::filesystem::absolute(dir).string());
+  return s;
+}
+
+Result<v1::JobSpec> DemoJob(const DemoOptions& o, bool sync_baseline) {
+  v1::JobSpec s;
+  if (o.example == "pytorch") {
+    LONGHAUL_ASSIGN_OR_RETURN(s, PyTorchJob(o));
+  } else if (o.example.empty()) {
+    s = BuiltinJob();
+  } else {
+    return InvalidArgument("unknown example '" + o.example + "' (known: pytorch)");
+  }
+  s.set_name(std::string(sync_baseline ? "demo-sync" : "demo-diloco-int8") + (o.example.empty() ? "" : "-" + o.example));
+  s.clear_regions();
+  for (const auto& r : o.regions) s.add_regions(r.name);
+  s.set_region_count(static_cast<uint32_t>(o.regions.size()));
+  s.set_min_regions(static_cast<uint32_t>(o.regions.size()) > 1 ? 2 : 1);
+  s.set_workers_per_region(o.workers_per_region);
+  if (o.rounds != 0) s.set_rounds(o.rounds);
+  if (o.inner_steps != 0) s.mutable_sync()->set_inner_steps(o.inner_steps);
   if (sync_baseline) {
     // Gradients averaged across regions every step: the same number of steps,
     // uncompressed, the way data-parallel training would run over the WAN.
@@ -56,6 +80,7 @@ class Demo {
   explicit Demo(const DemoOptions& o) : o_(o) {}
 
   int Run() {
+    if (auto spec = DemoJob(o_, false); !spec.ok()) return Fail(spec.status(), "");  // before starting anything
     LocalClusterOptions co;
     for (const auto& r : o_.regions) co.regions.push_back({r.name, r.rate_mbit, r.delay_ms, r.jitter_ms});
     co.workers_per_region = o_.workers_per_region;
@@ -71,9 +96,13 @@ class Demo {
     std::vector<DemoResult> results;
     for (bool sync : {false, true}) {
       if (sync && o_.skip_sync_baseline) continue;
-      auto r = RunJob(DemoJob(o_, sync));
+      auto spec = DemoJob(o_, sync);
+      if (!spec.ok()) return Fail(spec.status(), "");
+      auto r = RunJob(*spec);
       if (!r.ok()) return Fail(r.status(), cluster_->log_dir().string());
-      results.push_back({sync ? "fully synchronous (fp32)" : "DiLoCo H=" + std::to_string(o_.inner_steps) + " int8",
+      results.push_back({sync ? "fully synchronous (fp32)"
+                              : "DiLoCo H=" + std::to_string(spec->sync().inner_steps()) + " " +
+                                    CodecName(spec->compression().codec()),
                          *r});
     }
     PrintTable(results);
@@ -117,10 +146,13 @@ class Demo {
       return;
     }
     std::printf("\n%-26s %-10s %-10s %-10s %-12s %-10s\n", "policy", "state", "val loss", "floor", "WAN bytes", "wall");
-    for (const auto& r : results)
-      std::printf("%-26s %-10s %-10.4f %-10.4f %-12s %-10s\n", r.policy.c_str(), r.status.state().c_str(),
-                  r.status.val_loss(), r.status.loss_floor(), HumanBytes(static_cast<double>(r.status.wan_bytes())).c_str(),
+    for (const auto& r : results) {
+      char floor[32] = "unknown";  // text data has no known floor
+      if (r.status.loss_floor() > 0) std::snprintf(floor, sizeof(floor), "%.4f", r.status.loss_floor());
+      std::printf("%-26s %-10s %-10.4f %-10s %-12s %-10s\n", r.policy.c_str(), r.status.state().c_str(),
+                  r.status.val_loss(), floor, HumanBytes(static_cast<double>(r.status.wan_bytes())).c_str(),
                   HumanSeconds(r.status.wall_seconds()).c_str());
+    }
     if (results.size() == 2 && results[0].status.wan_bytes() > 0)
       std::printf("\nDiLoCo sent %.1fx fewer WAN bytes than the synchronous baseline.\n",
                   static_cast<double>(results[1].status.wan_bytes()) / static_cast<double>(results[0].status.wan_bytes()));

@@ -1,0 +1,42 @@
+#include "command_job.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace longhaul::bench {
+
+// GCC 12 at -O3 reports a spurious -Wrestrict inside protobuf's map insert here
+// (as in tests/sdk/sdk_e2e_test.cpp).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wrestrict"
+void SetCommandWorker(v1::JobSpec& spec, const CommandWorkerOptions& worker) {
+  spec.clear_model_preset();
+  spec.clear_worker();
+  auto* cmd = spec.mutable_worker()->mutable_command();
+  for (const auto& a : worker.argv) *cmd->add_argv() = a;
+  (*cmd->mutable_env())["OMP_NUM_THREADS"] = "1";
+  for (const auto& [name, value] : worker.env) (*cmd->mutable_env())[name] = value;
+  cmd->set_working_dir(worker.working_dir);
+}
+#pragma GCC diagnostic pop
+
+void SetRegions(v1::JobSpec& spec, const std::vector<orchestrator::LocalRegion>& regions) {
+  spec.clear_regions();
+  for (const auto& r : regions) spec.add_regions(r.name);
+  spec.set_region_count(static_cast<uint32_t>(regions.size()));
+  spec.set_min_regions(static_cast<uint32_t>(regions.size()));
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::string Fmt(const char* format, double x) {
+  char b[64];
+  std::snprintf(b, sizeof(b), format, x);
+  return b;
+}
+
+}  // namespace longhaul::bench
