@@ -97,6 +97,20 @@ def main() -> int:
     print(f"{tag} {flat.numel()} params, {cfg.rounds} rounds x H={H}, touch {args.touch}, "
           f"time steps {args.time_steps}", file=sys.stderr, flush=True)
 
+    def report() -> None:
+        """Writes the figures so far. Called before the job's last step(): the
+        agent stops the workers as soon as the last round commits."""
+        result = {"job_id": cfg.job_id, "region": cfg.region, "rank": cfg.rank, "params": flat.numel(),
+                  "inner_steps": H, "rounds": cfg.rounds, "eval_calls": evals["calls"],
+                  "timer_pair": summary(timer), "empty_call": summary(empty),
+                  "step_float": summary(step_float), "step_tensor": summary(step_tensor)}
+        print(f"{tag} result {json.dumps(result)}", file=sys.stderr, flush=True)
+        if args.result_dir:
+            path = os.path.join(args.result_dir, f"{cfg.job_id}-{cfg.region}-rank{cfg.rank}.json")
+            with open(path + ".tmp", "w") as f:
+                json.dump(result, f)
+            os.replace(path + ".tmp", path)
+
     ns = time.perf_counter_ns
     timer, empty, step_float, step_tensor = [], [], [], []
     loss_t = torch.tensor(0.5)
@@ -120,22 +134,14 @@ def main() -> int:
             empty.append(t2 - t1)
             (step_float if k % 2 else step_tensor).append(t3 - t2)
         else:
+            if k == H and diloco.round == cfg.rounds:
+                report()
             event = diloco.step(loss=0.5, tokens=16)
         if event != lh.NONE:
             if event in (lh.ROLLED_BACK, lh.RESYNCED):
                 print(f"{tag} {event} at job step {diloco.job_step}", file=sys.stderr, flush=True)
             k = 0
 
-    result = {"job_id": cfg.job_id, "region": cfg.region, "rank": cfg.rank, "params": flat.numel(),
-              "inner_steps": H, "rounds": cfg.rounds, "eval_calls": evals["calls"],
-              "timer_pair": summary(timer), "empty_call": summary(empty),
-              "step_float": summary(step_float), "step_tensor": summary(step_tensor)}
-    print(f"{tag} result {json.dumps(result)}", file=sys.stderr, flush=True)
-    if args.result_dir:
-        path = os.path.join(args.result_dir, f"{cfg.job_id}-{cfg.region}-rank{cfg.rank}.json")
-        with open(path + ".tmp", "w") as f:
-            json.dump(result, f)
-        os.replace(path + ".tmp", path)
     return 0
 
 

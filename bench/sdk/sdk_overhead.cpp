@@ -26,6 +26,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "command_job.h"
 #include "e2e_run.h"
@@ -48,7 +49,8 @@ struct Options {
   std::vector<double> sizes_m = {2, 50};
   uint32_t regions = 2;
   uint32_t rounds = 6;
-  uint32_t h = 3;
+  uint32_t h = 2;
+  uint32_t repeats = 2;
   uint32_t batch = 1;
   uint32_t step_h = 2000;
   uint32_t step_rounds = 2;
@@ -57,6 +59,7 @@ struct Options {
   std::string worker_script = LONGHAUL_SDK_BENCH_WORKER;
   std::string out_dir;
   int job_timeout_s = 600;
+  bool keep_work_dir = false;
 };
 
 // ByteLM dims: context 16, embed 48, 3 hidden layers, hidden width chosen for
@@ -87,6 +90,9 @@ v1::JobSpec BaseSpec(const std::string& name, const Options& o, const std::vecto
   s.set_rounds(rounds);
   s.set_checkpoint_interval(0);
   s.mutable_inner()->set_batch_size(o.batch);
+  // Small enough that the built-in trainer at batch 1 does not diverge (the
+  // pseudo-gradient guard would then abort rounds); the figures do not depend on it.
+  s.mutable_inner()->set_lr(1e-3);
   s.mutable_sync()->set_kind("diloco");
   s.mutable_sync()->set_inner_steps(h);
   s.mutable_compression()->set_codec(v1::CODEC_INT8_BLOCK);
@@ -136,14 +142,19 @@ struct RoundFigures {
   size_t rounds = 0;
 };
 
-RoundFigures Measure(const bench::E2eRun& run) {
+RoundFigures Measure(const std::vector<bench::E2eRun>& runs) {
   std::vector<double> compute, comm, non_compute, wall;
-  for (const auto& r : run.rounds) {
-    if (r.round <= 1) continue;
-    compute.push_back(r.compute_seconds);
-    comm.push_back(r.comm_seconds);
-    non_compute.push_back(r.wall_seconds - r.compute_seconds);
-    wall.push_back(r.wall_seconds);
+  for (const auto& run : runs) {
+    for (const auto& r : run.rounds) {
+      std::fprintf(stderr, "    %s round %u: wall %.1f ms, compute %.1f ms, comm %.1f ms, non-compute %.1f ms\n",
+                   run.status.job_id().c_str(), r.round, 1000 * r.wall_seconds, 1000 * r.compute_seconds,
+                   1000 * r.comm_seconds, 1000 * (r.wall_seconds - r.compute_seconds));
+      if (r.round <= 1) continue;
+      compute.push_back(r.compute_seconds);
+      comm.push_back(r.comm_seconds);
+      non_compute.push_back(r.wall_seconds - r.compute_seconds);
+      wall.push_back(r.wall_seconds);
+    }
   }
   return {bench::Median(compute), bench::Median(comm), bench::Median(non_compute), bench::Median(wall), compute.size()};
 }
@@ -205,7 +216,8 @@ std::string OuterTable(const std::vector<OuterRow>& rows, const Options& o, bool
   t << "\nModel: ByteLM tensors, context 16, embed 48, 3 hidden layers of width";
   for (const auto& r : rows) t << " " << r.model.hidden_dim;
   t << "; " << o.regions << " regions on plain loopback (no linkem), DiLoCo H=" << o.h << ", int8 blocks of 256, "
-    << "batch " << o.batch << ", " << o.rounds << " rounds; medians over rounds 2.." << o.rounds << ".\n"
+    << "batch " << o.batch << ", " << o.repeats << " jobs of each kind per size (alternating) of " << o.rounds
+    << " rounds; medians over rounds 2.." << o.rounds << " of every job.\n"
     << "non-compute = wall_seconds - compute_seconds of each committed round (wall: the slowest region's round, "
        "from the round's start to the end of its outer step and validation; compute: the time between step() "
        "calls, mean over regions). comm = time waiting on the cross-region all-reduce (codec and ring). outer step "
@@ -237,7 +249,7 @@ std::string StepTable(const StepFigures& f, const Options& o, bool* met) {
   const double step = j["step_float"]["median_ns"].get<double>(), empty = j["empty_call"]["median_ns"].get<double>();
   *met = step > 0 && step < 5000;
   t << "\nWorker of region " << f.region << ", rank 0, " << j["params"].get<long>() << " parameters, "
-    << o.step_rounds << " rounds of H=" << o.step_h << " with empty inner steps; every step() call but the round's "
+    << o.step_rounds << " round(s) of H=" << o.step_h << " with empty inner steps; every step() call but the round's "
     << "last (the sync point) is timed, alternating a float and a tensor loss. Each figure includes one "
        "perf_counter_ns() call. step() costs "
     << Us(step - empty) << " more than the empty call (median): the wrapper, pybind11, releasing and retaking the "
@@ -247,9 +259,14 @@ std::string StepTable(const StepFigures& f, const Options& o, bool* met) {
 }
 
 Result<StepFigures> ReadStepResult(const fs::path& dir, const std::string& job_id, const std::string& region) {
+  // The job succeeds when its last round commits; the worker writes the file
+  // right after, while it exits.
   const fs::path file = dir / (job_id + "-" + region + "-rank0.json");
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!fs::exists(file) && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   std::ifstream in(file);
-  if (!in) return NotFound("no step timings at " + file.string());
+  if (!in) return NotFound("no figures from the SDK worker at " + file.string());
   StepFigures f;
   f.region = region;
   try {
@@ -274,6 +291,7 @@ int main(int argc, char** argv) {
   app.add_option("--regions", o.regions, "regions")->check(CLI::Range(2, 4));
   app.add_option("--rounds", o.rounds, "outer rounds per job (round 1 is left out)")->check(CLI::Range(2, 1000));
   app.add_option("--inner-steps", o.h, "H of the overhead jobs")->check(CLI::Range(1, 1000));
+  app.add_option("--repeats", o.repeats, "jobs of each kind per size (alternating)")->check(CLI::Range(1, 100));
   app.add_option("--batch", o.batch, "built-in trainer batch (its inner-step cost)")->check(CLI::Range(1, 4096));
   app.add_option("--step-inner-steps", o.step_h, "H of the step-timing job")->check(CLI::Range(10, 1000000));
   app.add_option("--step-rounds", o.step_rounds, "rounds of the step-timing job")->check(CLI::Range(1, 100));
@@ -283,10 +301,12 @@ int main(int argc, char** argv) {
   app.add_option("--worker-script", o.worker_script, "the SDK worker (sdk_bench_worker.py)");
   app.add_option("--out", o.out_dir, "write sdk_overhead.md here");
   app.add_option("--job-timeout-s", o.job_timeout_s, "give up on a job after this long");
+  app.add_flag("--keep-work-dir", o.keep_work_dir, "keep the cluster's folder (logs, the worker's figures)");
   CLI11_PARSE(app, argc, argv);
 
   orch::LocalClusterOptions co = bench::BenchClusterOptions(o.regions, "sdk", orch::DefaultBinDir(argv[0]));
   co.wan_emulation = false;
+  co.keep_work_dir = o.keep_work_dir;
   auto cluster = orch::LocalCluster::Start(co);
   if (!cluster.ok()) {
     std::fprintf(stderr, "bench_sdk: %s\n", cluster.status().message().c_str());
@@ -309,24 +329,33 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "part 1: %llu parameters (hidden %d)\n", static_cast<unsigned long long>(n),
                    row.model.hidden_dim);
       const v1::JobSpec builtin = BuiltinSpec(row.model, o, co.regions);
-      auto b = bench::RunJob(c, builtin, timeout);
-      if (!b.ok()) return Fail(b.status(), c);
-      auto s = bench::RunJob(c, SdkSpec("sdk-bench SDK " + std::to_string(n), row.model, o, co.regions, o.rounds, o.h,
-                                        false, result_dir),
-                             timeout);
-      if (!s.ok()) return Fail(s.status(), c);
-      // The SDK worker reports the parameters longhaul.torch carried: the same count, or the comparison is off.
-      auto carried = ReadStepResult(result_dir, s->status.job_id(), co.regions[0].name);
-      if (!carried.ok()) return Fail(carried.status(), c);
-      if (carried->result["params"].get<uint64_t>() != n)
-        return Fail(Internal("the SDK worker carried " + carried->result["params"].dump() + " parameters, not " +
-                             std::to_string(n)),
-                    c);
-      auto v = BuiltinValidationSeconds(row.model, builtin, o.regions);
-      if (!v.ok()) return Fail(v.status(), c);
-      row.builtin = Measure(*b);
-      row.sdk = Measure(*s);
-      row.validation = *v;
+      // Built-in and SDK jobs alternate, so that whatever else the machine runs
+      // meanwhile weighs on both alike.
+      std::vector<bench::E2eRun> builtin_runs, sdk_runs;
+      std::vector<double> validation;
+      for (uint32_t rep = 0; rep < o.repeats; ++rep) {
+        auto b = bench::RunJob(c, builtin, timeout);
+        if (!b.ok()) return Fail(b.status(), c);
+        builtin_runs.push_back(std::move(*b));
+        auto s = bench::RunJob(
+            c, SdkSpec("sdk-bench SDK " + std::to_string(n), row.model, o, co.regions, o.rounds, o.h, false, result_dir),
+            timeout);
+        if (!s.ok()) return Fail(s.status(), c);
+        // The SDK worker reports the parameters longhaul.torch carried: the same count, or the comparison is off.
+        auto carried = ReadStepResult(result_dir, s->status.job_id(), co.regions[0].name);
+        if (!carried.ok()) return Fail(carried.status(), c);
+        if (carried->result["params"].get<uint64_t>() != n)
+          return Fail(Internal("the SDK worker carried " + carried->result["params"].dump() + " parameters, not " +
+                               std::to_string(n)),
+                      c);
+        sdk_runs.push_back(std::move(*s));
+        auto v = BuiltinValidationSeconds(row.model, builtin, o.regions);
+        if (!v.ok()) return Fail(v.status(), c);
+        validation.push_back(*v);
+      }
+      row.builtin = Measure(builtin_runs);
+      row.sdk = Measure(sdk_runs);
+      row.validation = bench::Median(validation);
       rows.push_back(row);
     }
     outer_table = OuterTable(rows, o, &outer_met);

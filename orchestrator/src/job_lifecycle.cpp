@@ -211,6 +211,7 @@ void Orchestrator::FinishJob(Job& job, const std::string& state, const std::stri
     c->set_round(job.rec.last_committed_round);
     c->set_reason(state + ": " + reason);
     SendToRegion(m.region, std::move(stop));
+    registry_.NoteJobEnded(m.region, job.rec.id);
   }
   job.attempt.reset();
   job.rec.state = state;

@@ -1,5 +1,7 @@
 #include "longhaul/orchestrator/region_registry.h"
 
+#include <algorithm>
+
 #include <cctype>
 #include <chrono>
 
@@ -86,6 +88,13 @@ size_t RegionRegistry::UpCount() const {
   size_t n = 0;
   for (const auto& [_, r] : regions_) n += r.up ? 1 : 0;
   return n;
+}
+
+void RegionRegistry::NoteJobEnded(const std::string& region, const std::string& job_id) {
+  auto it = regions_.find(region);
+  if (it == regions_.end() || !it->second.up) return;
+  auto& jobs = it->second.running_jobs;
+  if (std::find(jobs.begin(), jobs.end(), job_id) == jobs.end()) jobs.push_back(job_id);
 }
 
 std::vector<RegionHealth> RegionRegistry::Health(const std::map<std::string, std::string>& assignments) const {

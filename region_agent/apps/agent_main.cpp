@@ -35,10 +35,11 @@ int main(int argc, char** argv) {
   app.add_option("--validation-batches", o.validation_batches, "held-out batches per round for val_loss")
       ->default_val(4);
   app.add_option("--bin-dir", bin_dir, "where longhaul-worker and longhaul-linkem are (default: next to this binary)");
-  int heartbeat_ms = 0, collective_s = 0, start_s = 0;
+  int heartbeat_ms = 0, collective_s = 0, start_s = 0, round_s = 0;
   app.add_option("--heartbeat-interval-ms", heartbeat_ms, "heartbeat interval until the orchestrator sets one");
   app.add_option("--collective-timeout-s", collective_s, "deadline of one cross-region collective");
   app.add_option("--worker-start-timeout-s", start_s, "launch -> all workers ready");
+  app.add_option("--round-timeout-s", round_s, "a worker silent for this long while a round runs is hung");
   CLI11_PARSE(app, argc, argv);
   o.work_dir = work_dir;
   o.key_file = key;
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
   if (heartbeat_ms > 0) o.timeouts.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
   if (collective_s > 0) o.timeouts.collective = std::chrono::seconds(collective_s);
   if (start_s > 0) o.worker_start_timeout = std::chrono::seconds(start_s);
+  if (round_s > 0) o.timeouts.round = std::chrono::seconds(round_s);
 
   auto agent = longhaul::region_agent::Agent::Create(o);
   if (!agent.ok()) {

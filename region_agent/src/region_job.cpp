@@ -262,18 +262,28 @@ bool RegionJob::FinishStop() {
 
 void RegionJob::BeginRound(const v1::RoundCommand& start) {
   current_ = start;
-  round_started_ = std::chrono::steady_clock::now();
   reports_.clear();
+  owes_report_since_.resize(workers_.size());
+  for (auto& since : owes_report_since_) {
+    if (!since) since = std::chrono::steady_clock::now();
+  }
 }
 
 std::optional<std::string> RegionJob::RoundOverdue(Duration limit) const {
-  if (!current_ || std::chrono::steady_clock::now() - round_started_ < limit) return std::nullopt;
-  std::string missing;
-  for (size_t i = 0; i < workers_.size(); ++i) {
-    if (!reports_.count(static_cast<int>(i))) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
+  if (phase_ != Phase::kReady) return std::nullopt;
+  const auto now = std::chrono::steady_clock::now();
+  std::string hung;
+  int first = -1;
+  for (size_t i = 0; i < owes_report_since_.size(); ++i) {
+    if (!owes_report_since_[i] || now - *owes_report_since_[i] < limit) continue;
+    hung += (hung.empty() ? "" : ", ") + std::to_string(i);
+    if (first < 0) first = static_cast<int>(i);
   }
-  return "job " + config_.job_id + " round " + std::to_string(current_->round()) + ": worker(s) " + missing +
-         " sent no report within " + std::to_string(limit.count() / 1000) + " s (hung?)";
+  if (first < 0) return std::nullopt;
+  const std::string tail = WorkerLogTail(first);
+  return "job " + config_.job_id + ": worker(s) " + hung + " sent no round report within " +
+         std::to_string(limit.count() / 1000) + " s (hung?)" +
+         (tail.empty() ? "" : "; last output of worker " + std::to_string(first) + ":\n" + tail);
 }
 
 void RegionJob::OnVerdict(const v1::RoundVerdict& verdict) {
@@ -281,6 +291,7 @@ void RegionJob::OnVerdict(const v1::RoundVerdict& verdict) {
 }
 
 std::optional<v1::RoundReport> RegionJob::OnWorkerReport(int rank, const v1::RoundReport& report) {
+  if (rank >= 0 && static_cast<size_t>(rank) < owes_report_since_.size()) owes_report_since_[rank].reset();
   if (!current_ || report.round() != current_->round() || report.epoch() != current_->epoch()) return std::nullopt;
   reports_[rank] = report;
   if (reports_.size() < workers_.size()) return std::nullopt;

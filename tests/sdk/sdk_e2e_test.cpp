@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <fstream>
+#include <sstream>
 
 #include "real_cluster.h"
 
@@ -48,6 +49,19 @@ std::string ReadFile(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// The hashes the workers of the first two regions logged per round ("round R epoch E: hash H").
+std::vector<std::string> LoggedHashes(const RealCluster& c, const std::string& job) {
+  std::vector<std::string> out;
+  for (int i = 0; i < 2; ++i) {
+    std::istringstream log(ReadFile(c.dir / kClusterRegions[i] / job / "worker-0.log"));
+    for (std::string line; std::getline(log, line);) {
+      const auto at = line.find(": hash ");
+      if (line.rfind("round ", 0) == 0 && at != std::string::npos) out.push_back(line.substr(at + 7, 16));
+    }
+  }
+  return out;
+}
+
 // The example's job: the character-level transformer on a text file, small.
 v1::JobSpec ExampleSpec(const RealCluster& c, uint32_t rounds, uint32_t h) {
   v1::JobSpec s = CommandSpec(c, {kPython, kSource + "/examples/pytorch/train.py", "--context", "32", "--d-model", "48",
@@ -87,18 +101,34 @@ TEST_CASE("sdk: a PyTorch worker and a C worker making the same updates commit t
   RealCluster c("sdk-replay");
   c.StartOrchestrator();
   for (int i = 0; i < 2; ++i) c.StartAgent(kClusterRegions[i]);
-  const std::string py = c.Submit(CommandSpec(c, {kPython, kSource + "/tests/sdk/workers/replay_worker.py", "3000"}, 3, 4));
-  auto st = c.WaitFor(py, JobDone, 120s);
-  INFO("python: " << st.reason() << " (logs in " << c.dir << ")");
-  REQUIRE(st.state() == "succeeded");
-  const std::string cw = c.Submit(CommandSpec(c, {kBin + "/c_replay_worker", "3000"}, 3, 4));
-  st = c.WaitFor(cw, JobDone, 120s);
-  INFO("c: " << st.reason());
-  REQUIRE(st.state() == "succeeded");
-  const auto hp = Hashes(c, py), hc = Hashes(c, cw);
-  REQUIRE(hp.size() == 3);
-  CHECK(hp == hc);
-  CHECK(hp[0] != hp[1]);  // the rounds did move the parameters
+  // Every kind runs through the same SDK: a comparison is one field apart.
+  for (const std::string kind : {"diloco", "streaming_diloco", "sync", "local"}) {
+    auto spec = [&](std::vector<std::string> argv) {
+      v1::JobSpec s = CommandSpec(c, std::move(argv), 3, 4);
+      s.mutable_sync()->set_kind(kind);
+      if (kind == "streaming_diloco") {
+        s.mutable_sync()->set_fragments(2);
+        s.mutable_sync()->set_overlap_steps(1);
+        s.mutable_sync()->set_mixing_alpha(0.5);
+      }
+      return s;
+    };
+    const std::string py = c.Submit(spec({kPython, kSource + "/tests/sdk/workers/replay_worker.py", "3000"}));
+    auto st = c.WaitFor(py, JobDone, 120s);
+    INFO(kind << " python: " << st.reason() << " (logs in " << c.dir << ")");
+    REQUIRE(st.state() == "succeeded");
+    const std::string cw = c.Submit(spec({kBin + "/c_replay_worker", "3000"}));
+    st = c.WaitFor(cw, JobDone, 120s);
+    INFO(kind << " c: " << st.reason());
+    REQUIRE(st.state() == "succeeded");
+    // "local" regions diverge (nothing to agree on): compare what each region's
+    // worker reported instead of the committed hash.
+    const auto hp = kind == "local" ? LoggedHashes(c, py) : Hashes(c, py);
+    const auto hc = kind == "local" ? LoggedHashes(c, cw) : Hashes(c, cw);
+    REQUIRE(hp.size() == (kind == "local" ? 6u : 3u));
+    CHECK(hp == hc);
+    CHECK(hp[0] != hp[1]);  // the rounds did move the parameters
+  }
 }
 
 TEST_CASE("sdk: the PyTorch example runs across 3 regions behind emulated WAN links", "[sdk]") {
@@ -189,4 +219,43 @@ TEST_CASE("sdk: a script that raises is reported with its traceback", "[sdk]") {
   INFO(text);
   CHECK(seen);
   CHECK_THAT(text, Catch::Contains("Traceback") || Catch::Contains("RuntimeError"));
+}
+
+namespace {
+
+// Polls the job's events and status until `needle` shows up (or 60 s pass).
+std::string WaitForText(const RealCluster& c, const std::string& job, const std::string& needle) {
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  std::string text;
+  while (std::chrono::steady_clock::now() < deadline) {
+    text.clear();
+    for (const auto& e : c.Events(job)) text.append(e.kind).append(": ").append(e.message).append("\n");
+    text += c.WaitFor(job, [](const v1::JobStatus&) { return true; }, 1s).reason();
+    if (text.find(needle) != std::string::npos) break;
+    std::this_thread::sleep_for(200ms);
+  }
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("sdk: a script that never connects, or hangs in a round, is reported with its output", "[sdk]") {
+  // Round timeout above the cluster's 15 s collective timeout (the hierarchy).
+  RealCluster c("sdk-hang", {.agent_flags = {"--worker-start-timeout-s", "3", "--round-timeout-s", "18"}});
+  c.StartOrchestrator();
+  for (int i = 0; i < 2; ++i) c.StartAgent(kClusterRegions[i]);
+  const std::string never = c.Submit(CommandSpec(c, {kPython, kSource + "/tests/sdk/workers/hang_worker.py", "start"}, 3, 5));
+  std::string text = WaitForText(c, never, "never connected");
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains("did not report ready within 3 s") && Catch::Contains("never arrives"));
+  REQUIRE(c.Client() != nullptr);
+  v1::ControlMessage cancel;
+  cancel.mutable_cancel_job()->set_job_id(never);
+  (void)c.Client()->Call(cancel);
+  c.WaitFor(never, JobDone, 30s);
+
+  const std::string hung = c.Submit(CommandSpec(c, {kPython, kSource + "/tests/sdk/workers/hang_worker.py", "round"}, 3, 5));
+  text = WaitForText(c, hung, "hung?");
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains("sent no round report within 18 s") && Catch::Contains("nobody releases"));
 }

@@ -44,6 +44,12 @@ class RegionRegistry {
   // A region known from the state file but not heard from since this start.
   void AddKnown(const std::string& name, const v1::Capacity& capacity, const std::string& data_host);
 
+  // A job just ended in `region`: it counts as still running there (busy) until
+  // the agent's next heartbeat says what it runs. A job shorter than a heartbeat
+  // interval was never listed, and the region was handed a new job while the
+  // agent was still stopping the old one's workers (and refused it).
+  void NoteJobEnded(const std::string& region, const std::string& job_id);
+
   // Marks regions down that missed too many heartbeats; returns them with reasons.
   std::vector<std::pair<std::string, std::string>> Sweep();
 

@@ -80,8 +80,9 @@ class RegionJob {
   bool FinishStop();
 
   void BeginRound(const v1::RoundCommand& start);
-  // True when the round in flight has run longer than `limit` without every
-  // worker's report: a hung worker ("worker(s) 1 sent no report ...").
+  // A worker that owes a round report (a START was relayed to it) and has sent
+  // none for longer than `limit`, across aborted retries too: a hung worker
+  // ("worker(s) 1 sent no report within 600 s (hung?); last output: ...").
   std::optional<std::string> RoundOverdue(Duration limit) const;
   // A committed verdict of the job's last round: workers may now exit by
   // themselves (status 0) without that being a crash.
@@ -115,7 +116,8 @@ class RegionJob {
   uint64_t num_params_ = 0;
   double loss_floor_ = 0;
   std::optional<v1::RoundCommand> current_;
-  std::chrono::steady_clock::time_point round_started_{};
+  // Per worker: since when it owes a round report (nullopt: it owes none).
+  std::vector<std::optional<std::chrono::steady_clock::time_point>> owes_report_since_;
   std::map<int, v1::RoundReport> reports_;
   bool last_round_committed_ = false;
 };

@@ -1,0 +1,284 @@
+// bench_pytorch_convergence: the PyTorch example (examples/pytorch/train.py,
+// a byte-level transformer over longhaul.torch) under DiLoCo against the fully
+// synchronous baseline, end to end on a LocalCluster.
+//
+// Every run is a real job whose workers are train.py: the same model flags,
+// text file, batch and total inner steps per worker T in every run (a DiLoCo
+// run with H inner steps has T/H rounds; the synchronous baseline, kind
+// "sync", averages every step's update across regions in fp32 and reports
+// every --sync-round-steps steps). Each policy runs at every inner learning
+// rate of the sweep and is reported at its best final validation loss, so a
+// policy is not judged at a learning rate tuned for another.
+//
+// Prints per policy: best inner lr, final validation loss at each lr, the gap
+// to the synchronous baseline's best, WAN bytes, the reduction factor against
+// the baseline, wall time. --out DIR writes pytorch_convergence.md and
+// pytorch_convergence.tsv (every run of the sweep, with its per-round
+// validation losses).
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "command_job.h"
+#include "e2e_run.h"
+#include "longhaul/orchestrator/cli.h"
+#include "longhaul/orchestrator/demo.h"
+#include "longhaul/orchestrator/job_spec.h"
+
+using namespace longhaul;
+namespace orch = longhaul::orchestrator;
+namespace fs = std::filesystem;
+using bench::Fmt;
+
+namespace {
+
+struct Policy {
+  std::string kind;  // "sync" | "diloco"
+  uint32_t h = 0;
+  v1::Codec codec = v1::CODEC_FP32;
+  double outer_momentum = 0;
+  bool show_momentum = false;  // the sweep has more than one outer momentum
+  std::string Label() const {
+    if (kind == "sync") return "sync fp32 (baseline)";
+    std::string l = "DiLoCo H=" + std::to_string(h) + " " + orch::CodecName(codec);
+    if (show_momentum) l += ", outer momentum " + Fmt("%g", outer_momentum);
+    return l;
+  }
+};
+
+struct Options {
+  uint32_t regions = 3;
+  uint32_t total_steps = 600;
+  uint32_t sync_round_steps = 50;
+  std::vector<uint32_t> hs = {10, 50, 100};
+  std::vector<std::string> codecs = {"int8", "fp4"};
+  std::vector<uint32_t> fp32_hs = {50};
+  std::vector<double> lrs = {1.5e-3, 3e-3, 6e-3};
+  uint32_t batch = 16;
+  uint32_t warmup = 20;
+  double outer_lr = 0.7;
+  std::vector<double> outer_momenta = {0.9};
+  uint32_t context = 32, d_model = 48, layers = 1, heads = 2;
+  std::string text_file = "/usr/share/common-licenses/GPL-3";
+  std::string python = LONGHAUL_PYTHON;
+  std::string example_dir = LONGHAUL_PYTORCH_EXAMPLE_DIR;
+  std::string out_dir;
+  bool wan_emulation = false;
+  int job_timeout_s = 900;
+};
+
+Result<std::vector<Policy>> Plan(const Options& o) {
+  std::vector<Policy> p = {{"sync", 0, v1::CODEC_FP32}};
+  const bool show = o.outer_momenta.size() > 1;
+  for (double m : o.outer_momenta) {
+    for (uint32_t h : o.hs) {
+      for (const auto& name : o.codecs) {
+        LONGHAUL_ASSIGN_OR_RETURN(v1::Codec c, orch::CodecFromName(name));
+        p.push_back({"diloco", h, c, m, show});
+      }
+      for (uint32_t f : o.fp32_hs)
+        if (f == h) p.push_back({"diloco", h, v1::CODEC_FP32, m, show});
+    }
+  }
+  for (const auto& x : p)
+    if (x.kind == "diloco" && o.total_steps % x.h != 0)
+      return InvalidArgument("--total-steps " + std::to_string(o.total_steps) + " is not a multiple of H=" +
+                             std::to_string(x.h));
+  return p;
+}
+
+v1::JobSpec SpecFor(const Policy& p, double lr, const Options& o, const std::vector<orch::LocalRegion>& regions) {
+  v1::JobSpec s = orch::DefaultJobSpec();
+  s.set_name("pytorch " + p.Label() + " lr " + Fmt("%g", lr));
+  bench::SetRegions(s, regions);
+  s.set_seed(1);
+  s.set_checkpoint_interval(0);
+  const uint32_t h = p.kind == "sync" ? o.sync_round_steps : p.h;
+  s.set_rounds(std::max(1u, o.total_steps / h));
+  s.mutable_sync()->set_kind(p.kind);
+  s.mutable_sync()->set_inner_steps(h);
+  s.mutable_compression()->set_codec(p.codec);
+  // examples/pytorch/job.yaml's inner AdamW, at the sweep's lr.
+  auto* in = s.mutable_inner();
+  in->set_lr(lr);
+  in->set_weight_decay(0);
+  in->set_beta1(0.9);
+  in->set_beta2(0.95);
+  in->set_batch_size(o.batch);
+  in->set_warmup_steps(o.warmup);
+  s.mutable_outer()->set_name("nesterov");
+  s.mutable_outer()->set_lr(o.outer_lr);
+  s.mutable_outer()->set_momentum(p.kind == "sync" ? o.outer_momenta.front() : p.outer_momentum);
+  s.mutable_data()->mutable_text_file()->set_path(o.text_file);
+  s.mutable_data()->mutable_text_file()->set_validation_fraction(0.05);
+  bench::CommandWorkerOptions w;
+  w.argv = {o.python,        (fs::path(o.example_dir) / "train.py").string(),
+            "--context",     std::to_string(o.context),
+            "--d-model",     std::to_string(o.d_model),
+            "--layers",      std::to_string(o.layers),
+            "--heads",       std::to_string(o.heads)};
+  w.working_dir = o.example_dir;
+  bench::SetCommandWorker(s, w);
+  return s;
+}
+
+struct Run {
+  Policy policy;
+  double lr = 0;
+  bench::E2eRun run;
+};
+
+// The best run (lowest final validation loss) of each policy, in plan order.
+std::vector<const Run*> Best(const std::vector<Policy>& plan, const std::vector<Run>& runs) {
+  std::vector<const Run*> best;
+  for (const auto& p : plan) {
+    const Run* b = nullptr;
+    for (const auto& r : runs)
+      if (r.policy.Label() == p.Label() && (b == nullptr || r.run.status.val_loss() < b->run.status.val_loss())) b = &r;
+    if (b != nullptr) best.push_back(b);
+  }
+  return best;
+}
+
+std::string Table(const std::vector<Policy>& plan, const std::vector<Run>& runs, const Options& o) {
+  const auto best = Best(plan, runs);
+  const Run* sync = nullptr;
+  for (const Run* b : best)
+    if (b->policy.kind == "sync") sync = b;
+  std::ostringstream t;
+  t << "| policy | rounds | best inner lr | val loss | val loss at lr";
+  for (double lr : o.lrs) t << " " << Fmt("%g", lr);
+  t << " | vs sync | WAN bytes | reduction | wall |\n|---|---|---|---|---|---|---|---|---|\n";
+  for (const Run* b : best) {
+    const auto& s = b->run.status;
+    std::string sweep;
+    for (double lr : o.lrs)
+      for (const auto& r : runs)
+        if (r.policy.Label() == b->policy.Label() && r.lr == lr) {
+          if (!sweep.empty()) sweep += " / ";
+          sweep += Fmt("%.4f", r.run.status.val_loss());
+        }
+    const bool is_sync = b == sync;
+    const double gap = sync ? s.val_loss() / sync->run.status.val_loss() - 1 : NAN;
+    const double reduction = sync && s.wan_bytes() > 0
+                                 ? static_cast<double>(sync->run.status.wan_bytes()) / static_cast<double>(s.wan_bytes())
+                                 : NAN;
+    t << "| " << b->policy.Label() << " | " << s.total_rounds() << " | " << Fmt("%g", b->lr) << " | "
+      << Fmt("%.4f", s.val_loss()) << " | " << sweep << " | "
+      << (is_sync ? std::string("-") : sync ? Fmt("%+.2f%%", 100 * gap) : std::string("-")) << " | "
+      << orch::HumanBytes(static_cast<double>(s.wan_bytes())) << " | "
+      << (is_sync ? std::string("1x") : sync ? Fmt("%.0fx", reduction) : std::string("-")) << " | "
+      << orch::HumanSeconds(s.wall_seconds()) << " |\n";
+  }
+  t << "\n" << o.regions << " regions on " << (o.wan_emulation ? "linkem WAN links" : "plain loopback links")
+    << "; every run " << o.total_steps << " inner steps per worker, batch " << o.batch << ", CharLM --context "
+    << o.context << " --d-model " << o.d_model << " --layers " << o.layers << " --heads " << o.heads << " on "
+    << o.text_file << " (last 5% held out; each region trains on its own third of the rest). Inner AdamW (betas "
+    << "0.9/0.95, no weight decay, " << o.warmup << " warm-up steps, cosine to 10%) at each lr of the sweep; "
+    << "each policy shown at its best. DiLoCo outer Nesterov lr " << o.outer_lr << ", momentum";
+  for (size_t i = 0; i < o.outer_momenta.size(); ++i) t << (i ? " / " : " ") << Fmt("%g", o.outer_momenta[i]);
+  t << ". The baseline averages every step's update across regions in fp32 (kind sync, reported every "
+    << o.sync_round_steps << " steps). val loss: the last round's, on rank 0 of each region (identical "
+    << "parameters), 4 fixed batches of 16 windows, nats/byte.\n";
+  return t.str();
+}
+
+void WriteTsv(const std::vector<Run>& runs, const std::vector<Policy>& plan, const fs::path& file) {
+  const auto best = Best(plan, runs);
+  std::ofstream o(file);
+  o << "# policy\tkind\tH\tcodec\touter_momentum\tinner_lr\trounds\tval_loss\twan_bytes\twall_seconds\tbest_of_policy\t"
+       "val_loss_by_round\n";
+  for (const auto& r : runs) {
+    const auto& s = r.run.status;
+    const bool is_best = std::find(best.begin(), best.end(), &r) != best.end();
+    std::string curve;
+    for (const auto& c : r.run.rounds) {
+      if (!curve.empty()) curve += ',';
+      curve += Fmt("%.4f", c.val_loss);
+    }
+    o << r.policy.Label() << "\t" << r.policy.kind << "\t" << (r.policy.kind == "sync" ? 1 : r.policy.h) << "\t"
+      << orch::CodecName(r.policy.codec) << "\t" << (r.policy.kind == "sync" ? std::string("-") : Fmt("%g", r.policy.outer_momentum))
+      << "\t" << Fmt("%g", r.lr) << "\t" << s.total_rounds() << "\t"
+      << Fmt("%.4f", s.val_loss()) << "\t" << s.wan_bytes() << "\t" << Fmt("%.1f", s.wall_seconds()) << "\t"
+      << (is_best ? 1 : 0) << "\t" << curve << "\n";
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"bench_pytorch_convergence: examples/pytorch under DiLoCo vs the synchronous baseline"};
+  app.add_option("--regions", o.regions, "regions")->check(CLI::Range(2, 4));
+  app.add_option("--total-steps", o.total_steps, "inner steps per worker in every run")->check(CLI::Range(10, 1000000));
+  app.add_option("--sync-round-steps", o.sync_round_steps, "the baseline's steps per reported round");
+  app.add_option("--h", o.hs, "DiLoCo H values")->delimiter(',');
+  app.add_option("--codecs", o.codecs, "codecs run at every H")->delimiter(',');
+  app.add_option("--fp32-h", o.fp32_hs, "H values also run with fp32 pseudo-gradients")->delimiter(',');
+  app.add_option("--lrs", o.lrs, "inner AdamW learning rates of the sweep")->delimiter(',');
+  app.add_option("--batch", o.batch, "sequences per worker per step")->check(CLI::Range(1, 4096));
+  app.add_option("--warmup", o.warmup, "inner warm-up steps");
+  app.add_option("--outer-lr", o.outer_lr, "DiLoCo outer Nesterov lr");
+  app.add_option("--outer-momenta", o.outer_momenta, "DiLoCo outer Nesterov momenta (each a set of rows)")
+      ->delimiter(',');
+  app.add_option("--context", o.context, "train.py --context");
+  app.add_option("--d-model", o.d_model, "train.py --d-model");
+  app.add_option("--layers", o.layers, "train.py --layers");
+  app.add_option("--heads", o.heads, "train.py --heads");
+  app.add_option("--text-file", o.text_file, "the job's data.text_file");
+  app.add_option("--python", o.python, "Python interpreter with torch");
+  app.add_option("--example-dir", o.example_dir, "where train.py and charlm.py live");
+  app.add_flag("--wan-emulation", o.wan_emulation, "put linkem WAN links between the regions (default: loopback)");
+  app.add_option("--out", o.out_dir, "write pytorch_convergence.md and .tsv here");
+  app.add_option("--job-timeout-s", o.job_timeout_s, "give up on a job after this long");
+  CLI11_PARSE(app, argc, argv);
+
+  auto plan = Plan(o);
+  if (!plan.ok()) {
+    std::fprintf(stderr, "bench_pytorch_convergence: %s\n", plan.status().message().c_str());
+    return 2;
+  }
+  orch::LocalClusterOptions co = bench::BenchClusterOptions(o.regions, "pytorch", orch::DefaultBinDir(argv[0]));
+  co.wan_emulation = o.wan_emulation;
+  auto cluster = orch::LocalCluster::Start(co);
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "bench_pytorch_convergence: %s\n", cluster.status().message().c_str());
+    return 1;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Run> runs;
+  const size_t total = plan->size() * o.lrs.size();
+  for (const auto& p : *plan) {
+    for (double lr : o.lrs) {
+      std::fprintf(stderr, "run %zu/%zu: %s, inner lr %g\n", runs.size() + 1, total, p.Label().c_str(), lr);
+      auto run = bench::RunJob(**cluster, SpecFor(p, lr, o, co.regions), std::chrono::seconds(o.job_timeout_s));
+      if (!run.ok()) {
+        std::fprintf(stderr, "bench_pytorch_convergence: %s (logs: %s)\n", run.status().message().c_str(),
+                     (*cluster)->log_dir().c_str());
+        return 1;
+      }
+      runs.push_back({p, lr, std::move(*run)});
+    }
+  }
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string table = Table(*plan, runs, o);
+  std::printf("%s\nbench_pytorch_convergence: %zu runs in %s\n", table.c_str(), runs.size(),
+              orch::HumanSeconds(elapsed).c_str());
+  if (!o.out_dir.empty()) {
+    fs::create_directories(o.out_dir);
+    std::ofstream(fs::path(o.out_dir) / "pytorch_convergence.md")
+        << "# bench_pytorch_convergence\n\nPrinted by `build/bin/bench_pytorch_convergence --out docs/results` "
+           "(one run on the 2-core development machine, "
+        << runs.size() << " jobs in " << orch::HumanSeconds(elapsed)
+        << "). Every run is a real job: orchestrator, one agent per region, and examples/pytorch/train.py as "
+           "every region's worker (Debian's Python and torch, one thread each). The whole sweep, with every "
+           "run's per-round validation loss, is in pytorch_convergence.tsv.\n\n"
+        << table;
+    WriteTsv(runs, *plan, fs::path(o.out_dir) / "pytorch_convergence.tsv");
+    std::fprintf(stderr, "wrote %s/pytorch_convergence.md and .tsv\n", o.out_dir.c_str());
+  }
+  return 0;
+}
