@@ -261,6 +261,6 @@ TEST_CASE("the PyTorch example job spec parses as a command worker", "[job_spec]
   auto spec = LoadJobSpecFile(std::string(LONGHAUL_SOURCE_DIR) + "/examples/pytorch/job.yaml");
   REQUIRE(spec.ok());
   REQUIRE(spec->worker().has_command());
-  CHECK(spec->worker().command().argv(0) == "python3");
+  CHECK(spec->worker().command().argv(0) == "/usr/bin/python3");
   CHECK(spec->data().has_text_file());
 }

@@ -323,8 +323,15 @@ TEST_CASE("a job whose region rejects it fails with the region's reason, cancel 
   auto st = rig.o().JobStatusOf(job).value();
   CHECK(st.state() == "failed");
   CHECK_THAT(st.reason(), Catch::Contains("b rejected the job: unknown preset 'huge'"));
+  // The regions may still be stopping job 1's workers (no heartbeat since it
+  // ended): job 2 waits for their next heartbeat, then is placed.
   const std::string job2 = rig.Submit(2);
   rig.Take();
+  CHECK(rig.o().JobStatusOf(job2).value().state() == "submitted");
+  CHECK_THAT(rig.o().JobStatusOf(job2).value().reason(), Catch::Contains("still stopping"));
+  rig.Pass(200ms, kAll, {});
+  rig.Take();
+  CHECK(rig.o().JobStatusOf(job2).value().state() == "scheduled");
   v1::ControlMessage cancel;
   cancel.mutable_cancel_job()->set_job_id(job2);
   rig.Send("cli", cancel);
