@@ -11,7 +11,13 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& b
   std::unique_ptr<MetricsServer> server(new MetricsServer());
   server->host_ = bind_address.substr(0, colon);
   try {
-    server->exposer_ = std::make_unique<prometheus::Exposer>(bind_address);
+    // civetweb serves each connection on one thread until it closes: with the
+    // library's default of 2 threads, two idle TCP connections held /metrics
+    // hostage for ~30 s. More threads, and idle or slow connections cut after a
+    // short timeout, so no client can hold up a scrape.
+    server->exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", bind_address, "num_threads", "16", "request_timeout_ms", "2000",
+        "enable_keep_alive", "no"});
   } catch (const std::exception& e) {
     return Unavailable("cannot serve metrics on " + bind_address + ": " + e.what());
   }

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <filesystem>
 #include <iostream>
 
 #include "longhaul/monitoring/metrics_server.h"
@@ -13,6 +14,7 @@
 #include "longhaul/orchestrator/metrics.h"
 #include "longhaul/orchestrator/orchestrator.h"
 #include "longhaul/orchestrator/state_store.h"
+#include "longhaul/orchestrator/state_file_guard.h"
 
 namespace {
 std::atomic<bool> g_stop{false};
@@ -30,10 +32,11 @@ int main(int argc, char** argv) {
   std::string bind = "tcp://127.0.0.1:0", state_file = "longhaul-state.sqlite", key_file, allowlist_path;
   std::string metrics_addr = "127.0.0.1:0", endpoint_file, checkpoint_dir;
   int heartbeat_ms = 500, heartbeat_misses = 6, round_timeout_s = 600, max_attempts = 5;
-  bool insecure = false;
+  bool insecure = false, init = false;
   std::string log_level = "info";
   app.add_option("--bind", bind, "control endpoint to bind (port 0 picks a free port)");
-  app.add_option("--state", state_file, "SQLite state file (WAL); created if missing");
+  app.add_option("--state", state_file, "SQLite state file (WAL); must exist unless --init");
+  app.add_flag("--init", init, "create the state file if it is missing or empty (a new deployment)");
   app.add_option("--key", key_file, "orchestrator key pair (.key) for CURVE");
   app.add_option("--allowlist", allowlist_path, "allowed client public keys: a file or a directory of .pub files");
   app.add_option("--metrics", metrics_addr, "host:port of /metrics (port 0 picks a free port)");
@@ -73,7 +76,14 @@ int main(int argc, char** argv) {
   options.max_round_attempts = max_attempts;
   if (Status v = options.timeouts.Validate(); !v.ok()) return Fail(v);
 
-  auto store = orchestrator::StateStore::Open(state_file);
+  // One orchestrator per state file, and never a silent fresh start on a file
+  // that is missing, empty or damaged (state_file_guard.h).
+  auto lock = orchestrator::StateFileLock::Acquire(state_file);
+  if (!lock.ok()) return Fail(lock.status());
+  if (Status s = orchestrator::CheckStateFileBeforeOpen(state_file, init); !s.ok()) return Fail(s);
+  std::error_code size_ec;
+  const bool fresh = !std::filesystem::exists(state_file) || std::filesystem::file_size(state_file, size_ec) == 0;
+  auto store = orchestrator::StateStore::Open(state_file, /*create=*/fresh && init);
   if (!store.ok()) return Fail(store.status());
   auto metrics_server = monitoring::MetricsServer::Start(metrics_addr);
   if (!metrics_server.ok()) return Fail(metrics_server.status());

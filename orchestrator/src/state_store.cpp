@@ -65,9 +65,10 @@ bool IsTerminalJobState(const std::string& state) {
   return state == "succeeded" || state == "failed" || state == "cancelled";
 }
 
-Result<std::unique_ptr<StateStore>> StateStore::Open(const std::filesystem::path& file) {
+Result<std::unique_ptr<StateStore>> StateStore::Open(const std::filesystem::path& file, bool create) {
   sqlite3* db = nullptr;
-  if (sqlite3_open_v2(file.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
+  const int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
+  if (sqlite3_open_v2(file.c_str(), &db, flags, nullptr) != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);
     return Unavailable("cannot open state file '" + file.string() + "': " + msg);
@@ -78,6 +79,22 @@ Result<std::unique_ptr<StateStore>> StateStore::Open(const std::filesystem::path
   // fsyncs the log on every commit so a power cut keeps committed rounds too.
   LONGHAUL_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
                                .WithContext("state file '" + file.string() + "'"));
+  if (!create) {
+    std::string verdict;
+    {
+      Stmt q(db, "PRAGMA quick_check");
+      Status err;
+      if (q.Step(&err)) verdict = q.Blob(0);
+      if (!err.ok()) return DataLoss("state file '" + file.string() + "' is damaged: " + err.message());
+    }
+    if (verdict != "ok") return DataLoss("state file '" + file.string() + "' is damaged: quick_check says " + verdict.substr(0, 200));
+    Stmt q(db, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'");
+    Status err;
+    if (!q.Step(&err) || q.Int(0) == 0) {
+      return DataLoss("state file '" + file.string() + "' holds no longhaul schema (not a longhaul state file?); " +
+                      "refusing to start without --init");
+    }
+  }
   Status migrated = store->Migrate();
   if (!migrated.ok()) return migrated.WithContext("state file '" + file.string() + "'");
   return store;

@@ -38,7 +38,7 @@ struct Cluster {
   }
   void StartOrchestrator(const std::string& bind = "tcp://127.0.0.1:0") {
     fs::remove(dir / "endpoint");
-    orchestrator.Start({kBin + "/longhaul-orchestrator", "--bind", bind, "--state", (dir / "state.sqlite").string(),
+    orchestrator.Start({kBin + "/longhaul-orchestrator", "--bind", bind, "--init", "--state", (dir / "state.sqlite").string(),
                         "--key", (dir / "keys/orchestrator.key").string(), "--allowlist",
                         (dir / "keys/allow").string(), "--endpoint-file", (dir / "endpoint").string(),
                         "--heartbeat-ms", "100", "--heartbeat-misses", "5", "--round-timeout-s", "10"},

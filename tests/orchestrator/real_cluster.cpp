@@ -26,7 +26,7 @@ RealCluster::~RealCluster() {
 
 void RealCluster::StartOrchestrator(const std::string& bind) {
   fs::remove(dir / "endpoint");
-  orchestrator.Start({kBin + "/longhaul-orchestrator", "--bind", bind, "--state", (dir / "state.sqlite").string(),
+  orchestrator.Start({kBin + "/longhaul-orchestrator", "--bind", bind, "--init", "--state", (dir / "state.sqlite").string(),
                       "--key", (dir / "keys/orchestrator.key").string(), "--allowlist", (dir / "keys/allow").string(),
                       "--endpoint-file", (dir / "endpoint").string(), "--checkpoint-dir",
                       (dir / "checkpoints").string(), "--heartbeat-ms", "200", "--heartbeat-misses", "5",

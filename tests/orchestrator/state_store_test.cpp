@@ -2,9 +2,11 @@
 #include <sqlite3.h>
 
 #include <filesystem>
+#include <fstream>
 #include <unistd.h>
 
 #include "longhaul/orchestrator/job_spec.h"
+#include "longhaul/orchestrator/state_file_guard.h"
 #include "longhaul/orchestrator/state_store.h"
 
 using namespace longhaul;
@@ -139,4 +141,84 @@ TEST_CASE("an unusable state file is an error, not a crash", "[state_store]") {
   auto store = StateStore::Open("/nonexistent-dir/x/state.sqlite");
   REQUIRE_FALSE(store.ok());
   CHECK_THAT(store.status().message(), Catch::Contains("/nonexistent-dir/x/state.sqlite"));
+}
+
+namespace {
+
+std::string Slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
+
+TEST_CASE("state file guard: a missing or empty state file needs --init", "[state]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("lh-guard-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto file = dir / "state.sqlite";
+  auto missing = CheckStateFileBeforeOpen(file, false);
+  CHECK(missing.code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(missing.message(), Catch::Contains("does not exist") && Catch::Contains("--init"));
+  CHECK(CheckStateFileBeforeOpen(file, true).ok());
+  std::ofstream(file).close();  // truncated to 0 bytes
+  auto empty = CheckStateFileBeforeOpen(file, false);
+  CHECK_THAT(empty.message(), Catch::Contains("is empty (0 bytes)"));
+  // A file that is not a longhaul state file is refused without --init (create = false).
+  std::filesystem::remove(file);
+  {
+    auto other = StateStore::Open(file);  // a fresh store: has the schema
+    REQUIRE(other.ok());
+  }
+  CHECK(StateStore::Open(file, /*create=*/false).ok());
+  const auto foreign = dir / "foreign.sqlite";
+  {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(foreign.c_str(), &db) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, "CREATE TABLE t (x INTEGER)", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto refused = StateStore::Open(foreign, false);
+  REQUIRE_FALSE(refused.ok());
+  CHECK_THAT(refused.status().message(), Catch::Contains("no longhaul schema"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("state file guard: one orchestrator per state file", "[state]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("lh-lock-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto first = StateFileLock::Acquire(dir / "state.sqlite");
+  REQUIRE(first.ok());
+  auto second = StateFileLock::Acquire(dir / "state.sqlite");
+  REQUIRE_FALSE(second.ok());
+  CHECK_THAT(second.status().message(), Catch::Contains("in use by another orchestrator (pid " + std::to_string(::getpid())));
+  first->reset();
+  CHECK(StateFileLock::Acquire(dir / "state.sqlite").ok());
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("state file guard: a WAL damaged in the middle is refused, a torn tail is not", "[state]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("lh-wal-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto file = dir / "state.sqlite";
+  std::string wal;
+  {
+    auto store = StateStore::Open(file);
+    REQUIRE(store.ok());
+    v1::JobSpec spec;
+    spec.set_name("j");
+    for (int i = 0; i < 20; ++i) REQUIRE((*store)->CreateJob(spec, 1.0 + i).ok());
+    wal = Slurp(file.string() + "-wal");  // copied while the store is open: not checkpointed yet
+  }
+  REQUIRE(wal.size() > 32 + 3 * (24 + 4096));
+  CHECK(CheckWalFrames(wal, "wal").ok());
+  const size_t frame = 24 + 4096;  // SQLite's default page size
+  std::string tail = wal;
+  tail[tail.size() - 100] ^= 0x5a;  // the last frame torn: what a crash mid-write leaves
+  CHECK(CheckWalFrames(tail, "wal").ok());
+  std::string middle = wal;
+  middle[32 + frame + 24 + 10] ^= 0x5a;  // frame 2's page
+  auto damaged = CheckWalFrames(middle, "wal");
+  CHECK(damaged.code() == StatusCode::kDataLoss);
+  CHECK_THAT(damaged.message(), Catch::Contains("frame 2 fails its checksum"));
+  std::filesystem::remove_all(dir);
 }

@@ -24,7 +24,11 @@ struct TempDir {
   ~TempDir() { fs::remove_all(path); }
 };
 
-void WriteText(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
+// Test key files are written owner-only, like real ones (looser modes are refused).
+void WriteText(const fs::path& p, const std::string& text) {
+  std::ofstream(p) << text;
+  fs::permissions(p, fs::perms::owner_read | fs::perms::owner_write);
+}
 
 CurveKeyPair NewKeys() {
   auto k = GenerateCurveKeyPair();
@@ -171,4 +175,17 @@ TEST_CASE("keys containing '#' survive key files and allowlists") {
   REQUIRE(with_hash == 20);
   // Z85 never starts a 32-byte key with '#' (the first digit of a 32-bit group
   // is at most 82, '#' is digit 84), so "name = key  # comment" stays unambiguous.
+}
+
+TEST_CASE("a secret key file readable by group or others is refused with the fix") {
+  TempDir dir;
+  REQUIRE(WriteKeyPair(dir.path, "eu-west", NewKeys()).ok());
+  const auto key = dir.path / "eu-west.key";
+  REQUIRE(::chmod(key.c_str(), 0644) == 0);
+  auto loaded = LoadKeyPair(key);
+  REQUIRE_FALSE(loaded.ok());
+  CHECK(loaded.status().message().find("mode 0644") != std::string::npos);
+  CHECK(loaded.status().message().find("chmod 600") != std::string::npos);
+  REQUIRE(::chmod(key.c_str(), 0600) == 0);
+  CHECK(LoadKeyPair(key).ok());
 }

@@ -1,4 +1,5 @@
 // Key generation, key files and allowlists (see curve.h for the file formats).
+#include <cstdio>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -151,6 +152,14 @@ Status WriteKeyPair(const fs::path& dir, const std::string& name, const CurveKey
 }
 
 Result<CurveKeyPair> LoadKeyPair(const fs::path& key_file) {
+  // A secret key others can read is a key others may hold: refuse it, as ssh does.
+  struct stat st {};
+  if (::stat(key_file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return FailedPrecondition("secret key file " + key_file.string() + " is accessible by group or others (mode " +
+                              mode + "); run: chmod 600 " + key_file.string());
+  }
   LONGHAUL_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(key_file));
   CurveKeyPair keys;
   for (auto& [line_no, line] : ContentLines(text)) {

@@ -113,10 +113,17 @@ class Demo {
 
  private:
   int Fail(const Status& s, const std::string& logs) {
+    const int code = s.code() == StatusCode::kCancelled ? 130 : kExitFailed;
+    const std::string where =
+        logs.empty() ? "" : "logs: " + logs + (o_.keep_work_dir ? "" : " (rerun with --keep to keep them)");
+    if (o_.json) {
+      std::cout << "{\"error\":" << JsonQuote("demo: " + s.message() + (where.empty() ? "" : "; " + where))
+                << ",\"code\":" << code << "}\n";
+      return code;
+    }
     std::cerr << "longhaul demo: " << s.message() << "\n";
-    if (!logs.empty())
-      std::cerr << "logs: " << logs << (o_.keep_work_dir ? "" : " (rerun with --keep to keep them)") << "\n";
-    return s.code() == StatusCode::kCancelled ? 130 : kExitFailed;
+    if (!where.empty()) std::cerr << where << "\n";
+    return code;
   }
 
   Result<v1::JobStatus> RunJob(const v1::JobSpec& spec) {

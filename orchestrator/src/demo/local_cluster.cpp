@@ -87,7 +87,7 @@ Status LocalCluster::Boot() {
   auto bin = [&](const std::string& name) { return (fs::path(o.bin_dir) / name).string(); };
   auto orch = impl_->children.Start(
       "orchestrator",
-      {bin("longhaul-orchestrator"), "--bind", "tcp://127.0.0.1:0", "--state", state_file().string(), "--key",
+      {bin("longhaul-orchestrator"), "--bind", "tcp://127.0.0.1:0", "--init", "--state", state_file().string(), "--key",
        (keys / "orchestrator.key").string(), "--allowlist", (keys / "control-allow").string(), "--metrics",
        "127.0.0.1:0", "--endpoint-file", (work_ / "orchestrator.endpoint").string(), "--checkpoint-dir",
        (work_ / "checkpoints").string(), "--heartbeat-ms", "250", "--heartbeat-misses", "8", "--round-timeout-s",

@@ -73,7 +73,9 @@ bool IsTerminalJobState(const std::string& state);
 
 class StateStore {
  public:
-  static Result<std::unique_ptr<StateStore>> Open(const std::filesystem::path& file);
+  // create = false: the file must already be a longhaul state file that passes
+  // SQLite's quick_check (the orchestrator without --init); kDataLoss otherwise.
+  static Result<std::unique_ptr<StateStore>> Open(const std::filesystem::path& file, bool create = true);
   ~StateStore();
   StateStore(const StateStore&) = delete;
   StateStore& operator=(const StateStore&) = delete;
