@@ -12,12 +12,23 @@ std::string Env(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
 }
+
+// Whether the command line asks for JSON, read from argv itself: a usage error
+// may stop CLI11 before it reaches --output.
+bool WantsJson(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--output=json" || (a == "--output" && i + 1 < argc && std::string(argv[i + 1]) == "json")) return true;
+  }
+  return false;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace longhaul::orchestrator;
   CLI::App app{"longhaul - command-line client of the longhaul orchestrator"};
   app.require_subcommand(1);
+  app.fallthrough();  // inherited: global flags may follow the subcommand (`longhaul jobs --output json`)
   CliContext ctx;
   ctx.orchestrator = Env("LONGHAUL_ORCHESTRATOR");
   ctx.key_file = Env("LONGHAUL_KEY");
@@ -66,7 +77,16 @@ int main(int argc, char** argv) {
   bool no_wan = false;
   demo->add_flag("--no-wan-emulation", no_wan, "plain loopback instead of longhaul-linkem WAN links");
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help exits 0 (CLI11 prints it); every usage error exits 2, not CLI11's 105-109.
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    ctx.json = output == "json" || WantsJson(argc, argv);
+    if (ctx.json) return ReportFailure(ctx, kExitUsage, e.what());
+    (void)app.exit(e);  // the message and "Run with --help for more information."
+    return kExitUsage;
+  }
   ctx.json = output == "json";
   ctx.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
 

@@ -68,7 +68,14 @@ Status ControlClient::CheckRefused() {
 
 Status ControlClient::Send(v1::ControlMessage msg) {
   if (msg.sender().empty()) msg.set_sender(options_.sender);
+  const std::string body = proto::BodyName(msg);
   const std::string frame = proto::EncodeControl(std::move(msg));
+  // The orchestrator drops (and disconnects) a peer whose message is over its
+  // limit without a reply: say so here instead of timing out.
+  if (frame.size() - proto::kFrameHeaderBytes > proto::kMaxControlFrameBytes)
+    return InvalidArgument("the " + body + " request is " + std::to_string(frame.size()) +
+                           " bytes; a control message may be at most " +
+                           std::to_string(proto::kMaxControlFrameBytes >> 20) + " MiB");
   try {
     if (!socket_->send(zmq::buffer(frame), zmq::send_flags::dontwait))
       return Unavailable("send queue to " + options_.endpoint + " is full");
@@ -112,6 +119,13 @@ Result<v1::ControlMessage> ControlClient::Call(v1::ControlMessage request) {
                            std::to_string(options_.timeout.count() / 1000.0).substr(0, 4) + " s (is it running?)");
       return reply.status();
     }
+    // An error without a request id: the orchestrator could not decode our
+    // request (a string that is not UTF-8 fails protobuf parsing), so it is the
+    // answer to this call, and the request was bad input.
+    if (reply->request_id() == 0 && reply->has_error() &&
+        (reply->error().code() == v1::ERROR_CODE_DATA_LOSS ||
+         reply->error().code() == v1::ERROR_CODE_RESOURCE_EXHAUSTED))
+      return InvalidArgument("the orchestrator could not read the request: " + reply->error().message());
     if (reply->request_id() != id) continue;  // a late reply to an earlier call
     if (reply->has_error()) return proto::FromWireError(reply->error());
     return reply;

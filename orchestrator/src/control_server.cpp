@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "longhaul/orchestrator/authorization.h"
 #include "longhaul/orchestrator/metrics.h"
 #include "longhaul/orchestrator/orchestrator.h"
 #include "longhaul/proto/frame.h"
@@ -19,6 +20,9 @@ Result<std::unique_ptr<ControlServer>> ControlServer::Start(ControlServerOptions
         return InvalidArgument("the control server needs a key pair (--key) unless --insecure is given");
       if (s->options_.allowlist.size() == 0)
         return InvalidArgument("the control server needs a non-empty allowlist (--allowlist) unless --insecure");
+      if (!s->options_.allowlist.has_roles())
+        return InvalidArgument("the control allowlist has no roles: put a 'roles' file in the allowlist folder "
+                               "('<key name> agent <region>' or '<key name> user' per key; deploy/gen-keys.sh writes one)");
       LONGHAUL_ASSIGN_OR_RETURN(s->zap_, wan_transport::ZapAuthenticator::Start(s->ctx_, s->options_.allowlist));
     }
     s->socket_ = std::make_unique<zmq::socket_t>(s->ctx_, zmq::socket_type::router);
@@ -82,6 +86,19 @@ void ControlServer::HandleIncoming(Orchestrator& orchestrator, OrchestratorMetri
     reply.set_sender("orchestrator");
     *reply.mutable_error() = proto::ToWireError(msg.status());
     return Send(identity, reply);
+  }
+  if (!options_.insecure) {
+    // The ZAP handler made the client's public key the message's User-Id.
+    const char* key = parts[1].gets("User-Id");
+    Status allowed = AuthorizeControl(*msg, options_.allowlist.RoleOf(key != nullptr ? key : ""));
+    if (!allowed.ok()) {
+      reject("forbidden", allowed.message());
+      v1::ControlMessage reply;
+      reply.set_sender("orchestrator");
+      reply.set_request_id(msg->request_id());
+      *reply.mutable_error() = proto::ToWireError(allowed);
+      return Send(identity, reply);
+    }
   }
   orchestrator.Handle(identity, *msg);
 }

@@ -2,15 +2,47 @@
 #include <cmath>
 #include <set>
 
+#include "job_spec_limits.h"
 #include "longhaul/orchestrator/job_spec.h"
 #include "worker_spec_rules.h"
 
 namespace longhaul::orchestrator {
 namespace {
 
+using spec_limits::CheckText;
+using spec_limits::ShortQuote;
+
 Status Bad(const std::string& field, const std::string& rule, const std::string& got) {
   return InvalidArgument("field '" + field + "' " + rule + ", got " + got);
 }
+
+// Sizes and encodings first (job_spec_limits.h): a spec from the wire may not
+// come from the YAML reader, and no later message may quote a huge value. The
+// worker section's strings are checked by worker_rules::CheckWorker.
+Status ValidateTexts(const v1::JobSpec& s) {
+  LONGHAUL_RETURN_IF_ERROR(CheckText(spec_limits::kName, s.name()));
+  LONGHAUL_RETURN_IF_ERROR(CheckText(spec_limits::kModelPreset, s.model_preset()));
+  if (static_cast<size_t>(s.regions_size()) > spec_limits::kMaxRegions)
+    return Bad("regions", "must have at most " + std::to_string(spec_limits::kMaxRegions) + " names",
+               std::to_string(s.regions_size()));
+  std::set<std::string_view> seen;
+  for (int i = 0; i < s.regions_size(); ++i) {
+    const std::string field = "regions[" + std::to_string(i) + "]";
+    LONGHAUL_RETURN_IF_ERROR(CheckText(field, s.regions(i), spec_limits::kRegion.max_bytes));
+    if (s.regions(i).empty()) return Bad(field, "must be a non-empty name", "''");
+    if (!seen.insert(s.regions(i)).second)
+      return Bad("regions", "must not list a name twice", ShortQuote(s.regions(i)));
+  }
+  if (s.data().has_text_file())
+    LONGHAUL_RETURN_IF_ERROR(CheckText(spec_limits::kTextPath, s.data().text_file().path()));
+  LONGHAUL_RETURN_IF_ERROR(CheckText(spec_limits::kInnerName, s.inner().name()));
+  LONGHAUL_RETURN_IF_ERROR(CheckText(spec_limits::kOuterName, s.outer().name()));
+  LONGHAUL_RETURN_IF_ERROR(CheckText(spec_limits::kSyncKind, s.sync().kind()));
+  if (s.worker().has_builtin())
+    LONGHAUL_RETURN_IF_ERROR(CheckText(spec_limits::kWorkerPreset, s.worker().builtin().preset()));
+  return Status::Ok();
+}
+
 std::string Num(double v) {
   std::string s = std::to_string(v);
   return s;
@@ -18,7 +50,7 @@ std::string Num(double v) {
 
 Status ValidateOptimizers(const v1::JobSpec& s) {
   const auto& in = s.inner();
-  if (in.name() != "adamw") return Bad("inner.name", "must be 'adamw'", "'" + in.name() + "'");
+  if (in.name() != "adamw") return Bad("inner.name", "must be 'adamw'", ShortQuote(in.name()));
   if (!(in.lr() > 0 && in.lr() < 10)) return Bad("inner.lr", "must be in (0, 10)", Num(in.lr()));
   if (!(in.weight_decay() >= 0 && in.weight_decay() < 10))
     return Bad("inner.weight_decay", "must be in [0, 10)", Num(in.weight_decay()));
@@ -28,7 +60,7 @@ Status ValidateOptimizers(const v1::JobSpec& s) {
     return Bad("inner.batch_size", "must be in 1..4096", std::to_string(in.batch_size()));
   const auto& out = s.outer();
   if (out.name() != "nesterov" && out.name() != "sgd")
-    return Bad("outer.name", "must be 'nesterov' or 'sgd'", "'" + out.name() + "'");
+    return Bad("outer.name", "must be 'nesterov' or 'sgd'", ShortQuote(out.name()));
   if (!(out.lr() > 0 && out.lr() <= 10)) return Bad("outer.lr", "must be in (0, 10]", Num(out.lr()));
   if (!(out.momentum() >= 0 && out.momentum() < 1))
     return Bad("outer.momentum", "must be in [0, 1)", Num(out.momentum()));
@@ -39,7 +71,7 @@ Status ValidateSync(const v1::JobSpec& s) {
   const auto& sy = s.sync();
   static const std::set<std::string> kinds = {"diloco", "streaming_diloco", "sync", "local"};
   if (!kinds.count(sy.kind()))
-    return Bad("sync.kind", "must be one of diloco, streaming_diloco, sync, local", "'" + sy.kind() + "'");
+    return Bad("sync.kind", "must be one of diloco, streaming_diloco, sync, local", ShortQuote(sy.kind()));
   if (sy.inner_steps() == 0 || sy.inner_steps() > 1000000)
     return Bad("sync.inner_steps", "must be in 1..1000000", std::to_string(sy.inner_steps()));
   if (sy.kind() == "streaming_diloco") {
@@ -82,10 +114,12 @@ Status ValidateData(const v1::JobSpec& s) {
 }  // namespace
 
 Status ValidateJobSpec(const v1::JobSpec& s) {
-  if (s.name().empty() || s.name().size() > 128) return Bad("name", "must be 1..128 characters", "'" + s.name() + "'");
+  LONGHAUL_RETURN_IF_ERROR(ValidateTexts(s));
+  if (s.name().empty()) return Bad("name", "must not be empty", "''");
   if (s.rounds() == 0 || s.rounds() > 1000000) return Bad("rounds", "must be in 1..1000000", std::to_string(s.rounds()));
   const uint32_t need = RequiredRegions(s);
-  if (need == 0 || need > 64) return Bad("region_count", "must be in 1..64", std::to_string(need));
+  if (need == 0 || need > spec_limits::kMaxRegions)
+    return Bad("region_count", "must be in 1.." + std::to_string(spec_limits::kMaxRegions), std::to_string(need));
   if (s.regions_size() > 0 && s.region_count() != 0 && s.region_count() != static_cast<uint32_t>(s.regions_size()))
     return Bad("region_count", "must equal the number of names in 'regions' (" + std::to_string(s.regions_size()) + ")",
                std::to_string(s.region_count()));

@@ -1,33 +1,53 @@
 // YAML -> JobSpec. A FieldReader walks one YAML map, converts each known key
 // with a type check, and at the end reports any key it did not consume, so
 // unknown fields, wrong types and missing required fields all name the field
-// and its line.
+// and its line. yaml-cpp keeps the first of two equal keys and Load() the first
+// of several documents, silently; both are errors here. Sizes: job_spec_limits.h.
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
-#include <fstream>
+#include <map>
 #include <optional>
 #include <set>
-#include <sstream>
+#include <vector>
 
+#include "job_spec_limits.h"
 #include "longhaul/orchestrator/job_spec.h"
 #include "worker_spec_rules.h"
 
 namespace longhaul::orchestrator {
 namespace {
 
+using spec_limits::ShortQuote;
+
 int LineOf(const YAML::Node& n) { return n.Mark().line >= 0 ? n.Mark().line + 1 : 0; }
+
+// yaml-cpp's own messages are short fixed texts; kept printable and bounded anyway.
+std::string Clip(const std::string& msg) {
+  const std::string q = ShortQuote(msg);
+  return q.size() == msg.size() + 2 ? msg : q;
+}
 
 class FieldReader {
  public:
   FieldReader(const YAML::Node& map, std::string prefix, std::string_view source)
       : map_(map), prefix_(std::move(prefix)), source_(source) {}
 
+  // A mapping whose keys are all different. Call before reading any field.
   Status Check() const {
     if (!map_.IsMap())
       return Error(map_, (prefix_.empty() ? std::string("the job spec") : "field '" + Name("") + "'") +
                              " must be a mapping of fields");
+    std::map<std::string, int> first_line;
+    for (const auto& kv : map_) {
+      if (!kv.first.IsScalar()) continue;  // RejectUnknown names it
+      const auto [it, fresh] = first_line.emplace(kv.first.Scalar(), LineOf(kv.first));
+      if (!fresh)
+        return Error(kv.first, "field " + ShortQuote(Name(kv.first.Scalar())) + " is given twice, on lines " +
+                                   std::to_string(it->second) + " and " + std::to_string(LineOf(kv.first)));
+    }
     return Status::Ok();
   }
   Status U32(const char* key, uint32_t* out, bool required = false) {
@@ -35,7 +55,8 @@ class FieldReader {
     bool present = false;
     LONGHAUL_RETURN_IF_ERROR(UInt(key, &v, required, &present));
     if (!present) return Status::Ok();
-    if (v > 0xffffffffULL) return Error(map_[key], "field '" + Name(key) + "' is too large: " + std::to_string(v));
+    if (v > 0xffffffffULL)
+      return Error(map_[key], "field '" + Name(key) + "' must be at most 4294967295, got " + std::to_string(v));
     *out = static_cast<uint32_t>(v);
     return Status::Ok();
   }
@@ -52,14 +73,20 @@ class FieldReader {
     char* end = nullptr;
     const double v = std::strtod(s.c_str(), &end);
     if (s.empty() || end != s.c_str() + s.size() || v != v)
-      return Error(n, "field '" + Name(key) + "' must be a number, got '" + s + "'");
+      return Error(n, "field '" + Name(key) + "' must be a number, got " + ShortQuote(s));
     *out = v;
     return Status::Ok();
   }
+  // A string within its limit in job_spec_limits.h (every string field has one).
   Status Str(const char* key, std::string* out, bool required = false) {
     std::optional<YAML::Node> found;
     LONGHAUL_RETURN_IF_ERROR(Scalar(key, required, &found));
-    if (found) *out = found->Scalar();
+    if (!found) return Status::Ok();
+    const spec_limits::TextLimit* limit = spec_limits::FindScalarLimit(Name(key));
+    if (!limit) return Internal("field '" + Name(key) + "' has no length limit in job_spec_limits.h");
+    const Status ok = spec_limits::CheckText(*limit, found->Scalar());
+    if (!ok.ok()) return Error(*found, ok.message());
+    *out = found->Scalar();
     return Status::Ok();
   }
   Status Bool(const char* key, bool* out) {
@@ -70,21 +97,31 @@ class FieldReader {
     const std::string s = n.Scalar();
     if (s == "true" || s == "yes" || s == "on") *out = true;
     else if (s == "false" || s == "no" || s == "off") *out = false;
-    else return Error(n, "field '" + Name(key) + "' must be true or false, got '" + s + "'");
+    else
+      return Error(n, "field '" + Name(key) + "' must be true or false, got " + ShortQuote(s));
     return Status::Ok();
   }
-  Status StrList(const char* key, google::protobuf::RepeatedPtrField<std::string>* out) {
+  // A list of at most `max_items` different non-empty names within `limit`.
+  Status StrList(const char* key, const spec_limits::TextLimit& limit, size_t max_items,
+                 google::protobuf::RepeatedPtrField<std::string>* out) {
     used_.insert(key);
     YAML::Node n = map_[key];
     if (!n || n.IsNull()) return Status::Ok();
     if (!n.IsSequence()) return Error(n, "field '" + Name(key) + "' must be a list of names");
+    if (n.size() > max_items)
+      return Error(n, "field '" + Name(key) + "' must have at most " + std::to_string(max_items) + " names, got " +
+                          std::to_string(n.size()));
     out->Clear();
-    std::set<std::string> seen;
+    std::map<std::string, int> seen;
     for (const auto& item : n) {
       if (!item.IsScalar() || item.Scalar().empty())
         return Error(item, "field '" + Name(key) + "' must contain only non-empty names");
-      if (!seen.insert(item.Scalar()).second)
-        return Error(item, "field '" + Name(key) + "' lists '" + item.Scalar() + "' twice");
+      const Status ok = spec_limits::CheckText(limit.field, item.Scalar(), limit.max_bytes);
+      if (!ok.ok()) return Error(item, ok.message());
+      const auto [it, fresh] = seen.emplace(item.Scalar(), LineOf(item));
+      if (!fresh)
+        return Error(item, "field '" + Name(key) + "' lists " + ShortQuote(item.Scalar()) + " twice, on lines " +
+                               std::to_string(it->second) + " and " + std::to_string(LineOf(item)));
       *out->Add() = item.Scalar();
     }
     return Status::Ok();
@@ -110,7 +147,7 @@ class FieldReader {
       if (!used_.count(key)) {
         std::string known;
         for (const auto& k : used_) known += (known.empty() ? "" : ", ") + k;
-        return Error(kv.first, "unknown field '" + Name(key) + "' (known here: " + known + ")");
+        return Error(kv.first, "unknown field " + ShortQuote(Name(key)) + " (known here: " + known + ")");
       }
     }
     return Status::Ok();
@@ -143,7 +180,7 @@ class FieldReader {
     uint64_t v = 0;
     auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (s.empty() || ec != std::errc() || ptr != s.data() + s.size())
-      return Error(n, "field '" + Name(key) + "' must be a non-negative integer, got '" + s + "'");
+      return Error(n, "field '" + Name(key) + "' must be a non-negative integer, got " + ShortQuote(s));
     *out = v;
     *present = true;
     return Status::Ok();
@@ -165,6 +202,7 @@ class FieldReader {
 
 Status ParseData(const YAML::Node& node, std::string_view src, v1::DataSpec* data) {
   FieldReader r(node, "data", src);
+  LONGHAUL_RETURN_IF_ERROR(r.Check());
   std::optional<YAML::Node> syn, text;
   LONGHAUL_RETURN_IF_ERROR(r.Sub("synthetic", &syn));
   LONGHAUL_RETURN_IF_ERROR(r.Sub("text_file", &text));
@@ -172,6 +210,7 @@ Status ParseData(const YAML::Node& node, std::string_view src, v1::DataSpec* dat
   if (syn && text) return r.Error(*text, "field 'data' must have exactly one of 'synthetic' or 'text_file'");
   if (text) {
     FieldReader t(*text, "data.text_file", src);
+    LONGHAUL_RETURN_IF_ERROR(t.Check());
     v1::TextFileData* d = data->mutable_text_file();
     d->set_validation_fraction(0.05);
     LH_FIELD(t, Str, d, path, true);
@@ -180,6 +219,7 @@ Status ParseData(const YAML::Node& node, std::string_view src, v1::DataSpec* dat
   }
   if (syn) {
     FieldReader t(*syn, "data.synthetic", src);
+    LONGHAUL_RETURN_IF_ERROR(t.Check());
     v1::SyntheticData* d = data->mutable_synthetic();
     LH_FIELD(t, U64, d, seed);
     LH_FIELD(t, U32, d, branching);
@@ -192,6 +232,7 @@ Status ParseData(const YAML::Node& node, std::string_view src, v1::DataSpec* dat
 
 Status ParseInner(const YAML::Node& node, std::string_view src, v1::InnerOptimizer* o) {
   FieldReader r(node, "inner", src);
+  LONGHAUL_RETURN_IF_ERROR(r.Check());
   LH_FIELD(r, Str, o, name);
   LH_FIELD(r, F64, o, lr);
   LH_FIELD(r, F64, o, weight_decay);
@@ -204,6 +245,7 @@ Status ParseInner(const YAML::Node& node, std::string_view src, v1::InnerOptimiz
 
 Status ParseOuter(const YAML::Node& node, std::string_view src, v1::OuterOptimizer* o) {
   FieldReader r(node, "outer", src);
+  LONGHAUL_RETURN_IF_ERROR(r.Check());
   LH_FIELD(r, Str, o, name);
   LH_FIELD(r, F64, o, lr);
   LH_FIELD(r, F64, o, momentum);
@@ -212,6 +254,7 @@ Status ParseOuter(const YAML::Node& node, std::string_view src, v1::OuterOptimiz
 
 Status ParseSync(const YAML::Node& node, std::string_view src, v1::SyncPolicy* o) {
   FieldReader r(node, "sync", src);
+  LONGHAUL_RETURN_IF_ERROR(r.Check());
   LH_FIELD(r, Str, o, kind);
   LH_FIELD(r, U32, o, inner_steps);
   LH_FIELD(r, U32, o, fragments);
@@ -222,6 +265,7 @@ Status ParseSync(const YAML::Node& node, std::string_view src, v1::SyncPolicy* o
 
 Status ParseCompression(const YAML::Node& node, std::string_view src, v1::Compression* o) {
   FieldReader r(node, "compression", src);
+  LONGHAUL_RETURN_IF_ERROR(r.Check());
   std::string codec = CodecName(o->codec());
   LONGHAUL_RETURN_IF_ERROR(r.Str("codec", &codec));
   auto parsed = CodecFromName(codec);
@@ -234,7 +278,7 @@ Status ParseCompression(const YAML::Node& node, std::string_view src, v1::Compre
 
 // `worker: {command: [...], env: {...}, working_dir: ...}` runs the user's
 // program; any other `worker` mapping configures the built-in trainer.
-Status ParseCommandWorker(const YAML::Node& node, FieldReader& r, v1::CommandWorker* c) {
+Status ParseCommandWorker(const YAML::Node& node, std::string_view src, FieldReader& r, v1::CommandWorker* c) {
   for (const char* key : {"preset", "context", "embed", "hidden", "layers"})
     if (node[key])
       return r.Error(node[key], "field 'worker." + std::string(key) +
@@ -248,8 +292,8 @@ Status ParseCommandWorker(const YAML::Node& node, FieldReader& r, v1::CommandWor
   const YAML::Node& argv = *cmd;
   if (!argv.IsSequence() || argv.size() == 0)
     return r.Error(argv, "field 'worker.command' must be a non-empty list such as [python3, train.py]");
-  if (argv.size() > worker_rules::kMaxArgs)
-    return r.Error(argv, "field 'worker.command' must have at most " + std::to_string(worker_rules::kMaxArgs) +
+  if (argv.size() > spec_limits::kMaxCommandArgs)
+    return r.Error(argv, "field 'worker.command' must have at most " + std::to_string(spec_limits::kMaxCommandArgs) +
                              " entries, got " + std::to_string(argv.size()));
   for (size_t i = 0; i < argv.size(); ++i) {
     const YAML::Node item = argv[i];
@@ -261,9 +305,10 @@ Status ParseCommandWorker(const YAML::Node& node, FieldReader& r, v1::CommandWor
   }
   if (env && !env->IsNull()) {
     if (!env->IsMap()) return r.Error(*env, "field 'worker.env' must be a mapping of NAME: value");
-    if (env->size() > worker_rules::kMaxEnv)
-      return r.Error(*env, "field 'worker.env' must have at most " + std::to_string(worker_rules::kMaxEnv) +
+    if (env->size() > spec_limits::kMaxEnvEntries)
+      return r.Error(*env, "field 'worker.env' must have at most " + std::to_string(spec_limits::kMaxEnvEntries) +
                                " entries, got " + std::to_string(env->size()));
+    LONGHAUL_RETURN_IF_ERROR(FieldReader(*env, "worker.env", src).Check());  // no name twice
     for (const auto& kv : *env) {
       if (!kv.first.IsScalar()) return r.Error(kv.first, "field 'worker.env' must have plain names as keys");
       const std::string name = kv.first.Scalar();
@@ -272,7 +317,6 @@ Status ParseCommandWorker(const YAML::Node& node, FieldReader& r, v1::CommandWor
       if (!ok.ok()) return r.Error(kv.first, ok.message());
       if (!kv.second.IsScalar())
         return r.Error(kv.first, "field 'worker.env." + name + "' must be a string (write '' for an empty value)");
-      if (c->env().count(name)) return r.Error(kv.first, "field 'worker.env' sets '" + name + "' twice");
       (*c->mutable_env())[name] = value;
     }
   }
@@ -308,7 +352,8 @@ Status ParseBuiltinWorker(const YAML::Node& node, FieldReader& r, v1::BuiltinWor
 
 Status ParseWorker(const YAML::Node& node, std::string_view src, v1::WorkerSpec* w) {
   FieldReader r(node, "worker", src);
-  if (node["command"]) return ParseCommandWorker(node, r, w->mutable_command());
+  LONGHAUL_RETURN_IF_ERROR(r.Check());
+  if (node["command"]) return ParseCommandWorker(node, src, r, w->mutable_command());
   return ParseBuiltinWorker(node, r, w->mutable_builtin());
 }
 
@@ -331,8 +376,9 @@ Status ResolveWorker(const YAML::Node& root, const FieldReader& r, bool data_giv
   if (b->preset().empty()) {
     b->set_preset(spec->model_preset());
   } else if (preset_given && b->preset() != spec->model_preset()) {
-    return r.Error(mp, "field 'model_preset' ('" + spec->model_preset() + "') disagrees with 'worker.preset' ('" +
-                           b->preset() + "'); give only worker.preset");
+    return r.Error(mp, "field 'model_preset' (" + ShortQuote(spec->model_preset()) +
+                           ") disagrees with 'worker.preset' (" + ShortQuote(b->preset()) +
+                           "); give only worker.preset");
   }
   spec->set_model_preset(b->preset());
   return Status::Ok();
@@ -345,7 +391,8 @@ Status ParseTop(const YAML::Node& root, std::string_view src, v1::JobSpec* spec)
   LH_FIELD(r, Str, spec, model_preset);
   LH_FIELD(r, U64, spec, seed);
   LH_FIELD(r, U32, spec, rounds, true);
-  LONGHAUL_RETURN_IF_ERROR(r.StrList("regions", spec->mutable_regions()));
+  LONGHAUL_RETURN_IF_ERROR(
+      r.StrList("regions", spec_limits::kRegion, spec_limits::kMaxRegions, spec->mutable_regions()));
   LH_FIELD(r, U32, spec, region_count);
   LH_FIELD(r, U32, spec, min_regions);
   LH_FIELD(r, U32, spec, workers_per_region);
@@ -375,6 +422,22 @@ Status ParseTop(const YAML::Node& root, std::string_view src, v1::JobSpec* spec)
   }
   if (!root["min_regions"]) spec->set_min_regions(std::min<uint32_t>(spec->min_regions(), spec->region_count()));
   return Status::Ok();
+}
+
+// The line of the `---` that starts `doc` (yaml-cpp marks a document's first
+// node, or the end of the text for an empty one), else the mark's own line.
+int SecondDocumentLine(std::string_view yaml, const YAML::Node& doc) {
+  const int mark = doc.Mark().line;
+  int line = 0, marker = -1;
+  for (size_t pos = 0; pos <= yaml.size() && line <= mark;) {
+    const size_t end = std::min(yaml.find('\n', pos), yaml.size());
+    const std::string_view text = yaml.substr(pos, end - pos);
+    if (text.substr(0, 3) == "---" && (text.size() == 3 || text[3] == ' ' || text[3] == '\t' || text[3] == '\r'))
+      marker = line;
+    pos = end + 1;
+    ++line;
+  }
+  return (marker >= 0 ? marker : std::max(mark, 0)) + 1;
 }
 
 }  // namespace
@@ -426,8 +489,8 @@ Result<v1::Codec> CodecFromName(std::string_view name) {
   if (name == "int4") return v1::CODEC_INT4_BLOCK;
   if (name == "fp4") return v1::CODEC_FP4_E3M0;
   if (name == "topk") return v1::CODEC_TOPK;
-  return InvalidArgument("field 'compression.codec' must be one of none, fp32, bf16, int8, int4, fp4, topk; got '" +
-                         std::string(name) + "'");
+  return InvalidArgument("field 'compression.codec' must be one of none, fp32, bf16, int8, int4, fp4, topk; got " +
+                         ShortQuote(name));
 }
 
 std::string CodecName(v1::Codec codec) {
@@ -447,31 +510,28 @@ uint32_t RequiredRegions(const v1::JobSpec& spec) {
 }
 
 Result<v1::JobSpec> ParseJobSpecYaml(std::string_view yaml, std::string_view source) {
-  YAML::Node root;
+  const std::string src(source);
+  if (yaml.size() > spec_limits::kMaxJobFileBytes)
+    return InvalidArgument(src + " is " + std::to_string(yaml.size()) + " bytes; the limit is 1 MiB");
+  std::vector<YAML::Node> docs;
   try {
-    root = YAML::Load(std::string(yaml));
+    docs = YAML::LoadAll(std::string(yaml));
   } catch (const YAML::Exception& e) {
-    return InvalidArgument(std::string(source) + " line " + std::to_string(e.mark.line + 1) +
-                           ": not valid YAML: " + e.msg);
+    return InvalidArgument(src + " line " + std::to_string(e.mark.line + 1) + ": not valid YAML: " + Clip(e.msg));
   }
-  if (!root || root.IsNull()) return InvalidArgument(std::string(source) + ": the job spec is empty");
+  if (docs.size() > 1)
+    return InvalidArgument(src + " line " + std::to_string(SecondDocumentLine(yaml, docs[1])) +
+                           ": a second YAML document begins here; a job file holds one job spec");
+  if (docs.empty() || !docs[0] || docs[0].IsNull()) return InvalidArgument(src + ": the job spec is empty");
   v1::JobSpec spec = DefaultJobSpec();
   try {
-    LONGHAUL_RETURN_IF_ERROR(ParseTop(root, source, &spec));
+    LONGHAUL_RETURN_IF_ERROR(ParseTop(docs[0], source, &spec));
   } catch (const YAML::Exception& e) {
-    return InvalidArgument(std::string(source) + " line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
+    return InvalidArgument(src + " line " + std::to_string(e.mark.line + 1) + ": " + Clip(e.msg));
   }
   Status valid = ValidateJobSpec(spec);
-  if (!valid.ok()) return InvalidArgument(std::string(source) + ": " + valid.message());
+  if (!valid.ok()) return InvalidArgument(src + ": " + valid.message());
   return spec;
-}
-
-Result<v1::JobSpec> LoadJobSpecFile(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound("cannot read job file '" + path.string() + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseJobSpecYaml(ss.str(), path.filename().string());
 }
 
 }  // namespace longhaul::orchestrator

@@ -39,7 +39,9 @@ Status Orchestrator::Restore() {
     auto job = std::make_unique<Job>();
     job->rec = std::move(rec);
     job->phase_since = clock_.Now();
-    if (job->active()) {
+    // Finished jobs too: their final validation loss and parameter hash are
+    // what `longhaul status` shows after a restart.
+    if (job->rec.last_committed_round > 0) {
       LONGHAUL_ASSIGN_OR_RETURN(auto rounds, store_->LoadRounds(job->rec.id));
       if (!rounds.empty()) {
         job->last_hash = rounds.back().param_hash;

@@ -6,6 +6,8 @@
 namespace longhaul::orchestrator::worker_rules {
 namespace {
 
+using spec_limits::ShortQuote;
+
 // Set by the agent for every worker; docs/job-spec.md lists them.
 constexpr std::array<std::string_view, 6> kReservedEnv = {"RANK",        "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                                                           "MASTER_ADDR", "MASTER_PORT"};
@@ -25,61 +27,46 @@ Status Bad(const std::string& field, const std::string& rule) {
   return InvalidArgument("field '" + field + "' " + rule);
 }
 
-Status CheckText(const std::string& field, std::string_view v, size_t max_chars) {
-  if (v.size() > max_chars)
-    return Bad(field, "must be at most " + std::to_string(max_chars) + " characters, got " + ShortQuote(v));
-  if (v.find('\0') != std::string_view::npos) return Bad(field, "must not contain a NUL byte, got " + ShortQuote(v));
-  return Status::Ok();
-}
-
 Status CheckCommand(const v1::CommandWorker& c) {
   if (c.argv_size() == 0) return Bad("worker.command", "must be a non-empty list such as [python3, train.py]");
-  if (static_cast<size_t>(c.argv_size()) > kMaxArgs)
-    return Bad("worker.command",
-               "must have at most " + std::to_string(kMaxArgs) + " entries, got " + std::to_string(c.argv_size()));
+  if (static_cast<size_t>(c.argv_size()) > spec_limits::kMaxCommandArgs)
+    return Bad("worker.command", "must have at most " + std::to_string(spec_limits::kMaxCommandArgs) +
+                                     " entries, got " + std::to_string(c.argv_size()));
   for (int i = 0; i < c.argv_size(); ++i) LONGHAUL_RETURN_IF_ERROR(CheckArg(static_cast<size_t>(i), c.argv(i)));
-  if (static_cast<size_t>(c.env_size()) > kMaxEnv)
-    return Bad("worker.env",
-               "must have at most " + std::to_string(kMaxEnv) + " entries, got " + std::to_string(c.env_size()));
+  if (static_cast<size_t>(c.env_size()) > spec_limits::kMaxEnvEntries)
+    return Bad("worker.env", "must have at most " + std::to_string(spec_limits::kMaxEnvEntries) + " entries, got " +
+                                 std::to_string(c.env_size()));
   for (const auto& [name, value] : c.env()) LONGHAUL_RETURN_IF_ERROR(CheckEnv(name, value));
   return CheckWorkingDir(c.working_dir());
 }
 
 }  // namespace
 
-std::string ShortQuote(std::string_view v) {
-  constexpr size_t kShown = 32;
-  std::string out = "'";
-  for (size_t i = 0; i < v.size() && i < kShown; ++i) {
-    const unsigned char c = static_cast<unsigned char>(v[i]);
-    out += (c >= 0x20 && c < 0x7f) ? static_cast<char>(c) : '?';
-  }
-  out += v.size() > kShown ? "...' (" + std::to_string(v.size()) + " characters)" : "'";
-  return out;
-}
-
 Status CheckArg(size_t index, std::string_view arg) {
   const std::string field = "worker.command[" + std::to_string(index) + "]";
   if (arg.empty()) return Bad(field, "must not be empty");
-  return CheckText(field, arg, kMaxArgChars);
+  return spec_limits::CheckText(field, arg, spec_limits::kCommandArg.max_bytes);
 }
 
 Status CheckEnv(std::string_view name, std::string_view value) {
-  if (name.size() > kMaxEnvNameChars)
-    return Bad("worker.env",
-               "names must be at most " + std::to_string(kMaxEnvNameChars) + " characters, got " + ShortQuote(name));
+  if (name.size() > spec_limits::kEnvName.max_bytes)
+    return Bad("worker.env", "names must be at most " + std::to_string(spec_limits::kEnvName.max_bytes) +
+                                 " bytes, got " + ShortQuote(name));
   if (!IsEnvName(name)) return Bad("worker.env", "names must match [A-Za-z_][A-Za-z0-9_]*, got " + ShortQuote(name));
   const std::string field = "worker.env." + std::string(name);
   for (std::string_view reserved : kReservedEnv)
     if (name == reserved) return Bad(field, "is set by the agent for every worker and cannot be overridden");
   if (name.substr(0, kReservedPrefix.size()) == kReservedPrefix)
     return Bad(field, "is reserved: the agent sets the LONGHAUL_* variables for every worker");
-  return CheckText(field, value, kMaxEnvValueChars);
+  return spec_limits::CheckText(field, value, spec_limits::kEnvValue.max_bytes);
 }
 
-Status CheckWorkingDir(std::string_view dir) { return CheckText("worker.working_dir", dir, kMaxPathChars); }
+Status CheckWorkingDir(std::string_view dir) { return spec_limits::CheckText(spec_limits::kWorkingDir, dir); }
 
 Status CheckPreset(const char* field, std::string_view preset) {
+  const spec_limits::TextLimit* limit = spec_limits::FindScalarLimit(field);
+  LONGHAUL_RETURN_IF_ERROR(
+      spec_limits::CheckText(field, preset, limit ? limit->max_bytes : spec_limits::kWorkerPreset.max_bytes));
   if (preset != "tiny" && preset != "small") return Bad(field, "must be 'tiny' or 'small', got " + ShortQuote(preset));
   return Status::Ok();
 }

@@ -2,28 +2,19 @@
 // applies them item by item (adding the line), ValidateJobSpec applies them to
 // specs from the wire. A command worker's environment may not set the variables
 // the agent gives every worker (RANK, MASTER_ADDR, LONGHAUL_*...): a job that
-// overrode them would join the wrong rendezvous or reach the wrong agent.
+// overrode them would join the wrong rendezvous or reach the wrong agent. Sizes
+// come from job_spec_limits.h.
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <string_view>
 
+#include "job_spec_limits.h"
 #include "longhaul/common/status.h"
 #include "longhaul/v1/control.pb.h"
 
 namespace longhaul::orchestrator::worker_rules {
-
-inline constexpr size_t kMaxArgs = 256;       // entries in worker.command
-inline constexpr size_t kMaxArgChars = 4096;  // per entry
-inline constexpr size_t kMaxEnv = 256;        // entries in worker.env
-inline constexpr size_t kMaxEnvNameChars = 256;
-inline constexpr size_t kMaxEnvValueChars = 4096;
-inline constexpr size_t kMaxPathChars = 4096;  // worker.working_dir
-
-// At most the first 32 characters of `v`, quoted, non-printable bytes as '?',
-// with the full length when cut: error messages must not echo a huge value.
-std::string ShortQuote(std::string_view v);
 
 // Each returns kInvalidArgument naming the field ("worker.command[2]",
 // "worker.env.RANK") and the rule it breaks.

@@ -1,12 +1,14 @@
 // The real longhaul-orchestrator binary with CURVE, driven by fake agents
 // (threads) and the real `longhaul` CLI binary.
 #include <catch2/catch.hpp>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <sstream>
 
 #include "harness.h"
 #include "longhaul/orchestrator/cli.h"
+#include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/orchestrator/state_store.h"
 
 using namespace longhaul;
@@ -205,7 +207,7 @@ TEST_CASE("a wrong-key agent and a wrong-key CLI are refused", "[control_plane]"
   std::ostringstream out, err;
   const int code = orchestrator::CliRegions(c.Cli(&out, &err, "intruder"));
   CHECK(code == orchestrator::kExitUnreachable);
-  CHECK_THAT(err.str(), Catch::Contains("refused our key"));
+  CHECK_THAT(out.str(), Catch::Contains("refused our key") && Catch::Contains("\"code\":3"));  // Cli() asks for JSON
   std::ostringstream out2, err2;
   REQUIRE(orchestrator::CliRegions(c.Cli(&out2, &err2)) == 0);
   CHECK_THAT(out2.str(), !Catch::Contains("mallory"));
@@ -234,4 +236,187 @@ TEST_CASE("the CLI's exit codes: bad job file 2 (with its line), unreachable 3, 
   CHECK(fs::exists(dir / "k/alice.key"));
   CHECK(RunCommand(kBin + "/longhaul keys gen --dir " + (dir / "k").string() + " --name alice", &out) == 2);
   fs::remove_all(dir);
+}
+
+TEST_CASE("CLI usage errors exit 2, --help exits 0", "[control_plane][cli]") {
+  const std::string cli = kBin + "/longhaul";
+  std::string out;
+  CHECK(RunCommand(cli + " --bogus jobs", &out) == 2);  // unknown flag (CLI11 would exit 109)
+  CHECK_THAT(out, Catch::Contains("--bogus") && Catch::Contains("--help"));
+  out.clear();
+  CHECK(RunCommand(cli + " submit", &out) == 2);  // missing argument
+  CHECK_THAT(out, Catch::Contains("JOB.yaml"));
+  CHECK(RunCommand(cli + " frobnicate", &out) == 2);  // unknown subcommand
+  CHECK(RunCommand(cli, &out) == 2);                  // no subcommand
+  CHECK(RunCommand(cli + " keys", &out) == 2);
+  CHECK(RunCommand(cli + " --output xml jobs", &out) == 2);
+  CHECK(RunCommand(cli + " status --interval-s 0 job-1", &out) == 2);
+  out.clear();
+  CHECK(RunCommand(cli + " --help", &out) == 0);
+  CHECK_THAT(out, Catch::Contains("submit"));
+  CHECK(RunCommand(cli + " submit --help", &out) == 0);
+  CHECK(RunCommand(cli + " keys gen --help", &out) == 0);
+  // With --output json a usage error is a JSON object on stdout, stderr stays empty.
+  out.clear();
+  CHECK(RunCommand("(" + cli + " --output json --bogus jobs 2>/dev/null)", &out) == 2);
+  CHECK_THAT(out,
+             Catch::StartsWith("{\"error\":\"") && Catch::Contains("--bogus") && Catch::EndsWith(",\"code\":2}\n"));
+  out.clear();
+  CHECK(RunCommand("(" + cli + " submit --output=json 2>&1 >/dev/null)", &out) == 2);
+  CHECK(out.empty());
+}
+
+TEST_CASE("every command takes --output json, before or after the subcommand; errors are JSON objects",
+          "[control_plane][cli]") {
+  Cluster c("cp-json");
+  c.StartOrchestrator();
+  c.StartAgents(30ms);
+  const std::string cli = kBin + "/longhaul" + c.CliFlags();
+  std::string out;
+  CHECK(RunCommand("(" + cli + " jobs --output json 2>/dev/null)", &out) == 0);
+  CHECK(out == "{\"jobs\":[]}\n");
+  out.clear();
+  CHECK(RunCommand("(" + cli + " regions --output json 2>/dev/null)", &out) == 0);
+  CHECK_THAT(out, Catch::StartsWith("{\"regions\":["));
+  out.clear();
+  CHECK(RunCommand("(" + cli + " submit " + c.WriteJob(2).string() + " --output json 2>/dev/null)", &out) == 0);
+  CHECK_THAT(out, Catch::StartsWith("{\"job_id\":\"job-000001\"}"));
+  auto st = c.WaitFor(
+      "job-000001", [](const v1::JobStatus& s) { return s.state() == "succeeded"; }, 30s);
+  REQUIRE(st.state() == "succeeded");
+  out.clear();
+  CHECK(RunCommand("(" + cli + " status job-000001 --output json 2>/dev/null)", &out) == 0);
+  CHECK_THAT(out, Catch::StartsWith("{\"job_id\":\"job-000001\""));
+  out.clear();
+  CHECK(RunCommand("(" + cli + " jobs --output json 2>/dev/null)", &out) == 0);
+  CHECK_THAT(out, Catch::StartsWith("{\"jobs\":[{\"job_id\":\"job-000001\""));
+  out.clear();
+  CHECK(RunCommand("(" + cli + " cancel job-000001 --output json 2>/dev/null)", &out) == 1);  // already succeeded
+  CHECK_THAT(out, Catch::StartsWith("{\"error\":\"job job-000001 already succeeded\",\"code\":1}"));
+  out.clear();
+  CHECK(RunCommand("(" + cli + " status job-424242 --output json 2>/dev/null)", &out) == 1);
+  CHECK(out == "{\"error\":\"unknown job 'job-424242'\",\"code\":1}\n");
+  out.clear();
+  const fs::path bad = c.dir / "bad.yaml";
+  std::ofstream(bad) << "name: x\nrounds: 2\nsync:\n  knd: diloco\n";
+  CHECK(RunCommand("(" + cli + " --output json submit " + bad.string() + " 2>/dev/null)", &out) == 2);
+  CHECK_THAT(out, Catch::StartsWith("{\"error\":\"bad job file: bad.yaml line 4: unknown field 'sync.knd'") &&
+                      Catch::EndsWith("\"code\":2}\n"));
+  out.clear();
+  CHECK(RunCommand("(" + kBin +
+                       "/longhaul --orchestrator tcp://127.0.0.1:1 --insecure --timeout-s 0.5 jobs --output json "
+                       "2>/dev/null)",
+                   &out) == 3);
+  CHECK_THAT(out, Catch::StartsWith("{\"error\":\"orchestrator at tcp://127.0.0.1:1 did not answer") &&
+                      Catch::EndsWith("\"code\":3}\n"));
+  out.clear();
+  CHECK(
+      RunCommand("(" + cli + " keys gen --dir " + (c.dir / "k").string() + " --name a\\\"b --output json 2>/dev/null)",
+                 &out) == 0);
+  CHECK_THAT(out, Catch::Contains("a\\\"b.key\""));  // paths are escaped as JSON strings
+}
+
+TEST_CASE("submit reads only regular files of at most 1 MiB, and never hangs on a FIFO", "[control_plane][cli]") {
+  const fs::path dir = MakeTempDir("cli-files");
+  const std::string cli = "timeout 20 " + kBin + "/longhaul --orchestrator tcp://127.0.0.1:1 --insecure submit ";
+  std::string out;
+  REQUIRE(::mkfifo((dir / "fifo.yaml").c_str(), 0600) == 0);
+  CHECK(RunCommand(cli + (dir / "fifo.yaml").string(), &out) == 2);  // 124 if it waited for a writer
+  CHECK_THAT(out, Catch::Contains("is a FIFO; give a regular file"));
+  out.clear();
+  CHECK(RunCommand(cli + "/dev/zero", &out) == 2);
+  CHECK_THAT(out, Catch::Contains("'/dev/zero' is a character device"));
+  out.clear();
+  CHECK(RunCommand(cli + dir.string(), &out) == 2);
+  CHECK_THAT(out, Catch::Contains("is a directory"));
+  out.clear();
+  {
+    std::ofstream big(dir / "big.yaml");
+    big << "name: x\nrounds: 2\n" << std::string(2 << 20, '#') << "\n";
+  }
+  CHECK(RunCommand(cli + (dir / "big.yaml").string(), &out) == 2);
+  CHECK_THAT(out, Catch::Contains("job file " + (dir / "big.yaml").string() + " is 2097171 bytes; the limit is 1 MiB"));
+  out.clear();
+  CHECK(RunCommand(cli + (dir / "missing.yaml").string(), &out) == 2);
+  CHECK_THAT(out, Catch::Contains("missing.yaml"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a spec the orchestrator refuses is reported with its reason and exit 2, not as no answer",
+          "[control_plane][cli]") {
+  Cluster c("cp-refused");
+  c.StartOrchestrator();
+  orchestrator::ControlClientOptions co;
+  co.endpoint = c.ep.control;
+  co.own_keys = wan_transport::LoadKeyPair(c.dir / "keys/cli.key").value();
+  co.server_public_key = c.ep.public_key;
+  co.timeout = 3s;
+  auto client = orchestrator::ControlClient::Connect(co).value();
+  auto submit = [&](const v1::JobSpec& spec) {
+    v1::ControlMessage req;
+    *req.mutable_submit_job()->mutable_spec() = spec;
+    return client->Call(req).status();
+  };
+  auto exit_code = [&](const Status& s, std::string* json) {
+    std::ostringstream out, err;
+    const int code = orchestrator::ReportError(c.Cli(&out, &err), s);
+    *json = out.str();
+    return code;
+  };
+  std::string json;
+  // Not through the YAML reader: the orchestrator applies the same limits itself.
+  v1::JobSpec long_name = orchestrator::DefaultJobSpec();
+  long_name.set_name(std::string(300, 'n'));
+  Status s = submit(long_name);
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(s.message(), Catch::Contains("field 'name' must be at most 128 bytes"));
+  CHECK(exit_code(s, &json) == 2);
+  CHECK_THAT(json, Catch::Contains("must be at most 128 bytes") && Catch::Contains("\"code\":2"));
+  // A string that is not UTF-8 does not survive protobuf parsing on the other side.
+  v1::JobSpec not_utf8 = orchestrator::DefaultJobSpec();
+  not_utf8.set_name("caf\xc3");
+  const auto start = std::chrono::steady_clock::now();
+  s = submit(not_utf8);
+  CHECK(std::chrono::steady_clock::now() - start < 2s);  // answered, not timed out
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(s.message(), Catch::Contains("could not read the request") && !Catch::Contains("did not answer"));
+  CHECK(exit_code(s, &json) == 2);
+  // Over the frame limit: refused before sending (the orchestrator would drop it silently).
+  v1::JobSpec huge = orchestrator::DefaultJobSpec();
+  huge.set_name(std::string(17 << 20, 'h'));
+  s = submit(huge);
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(s.message(), Catch::Contains("submit_job request is") && Catch::Contains("at most 16 MiB"));
+  CHECK(exit_code(s, &json) == 2);
+  // The connection still works.
+  CHECK(submit(orchestrator::DefaultJobSpec()).ok());
+}
+
+TEST_CASE("a finished job keeps its final validation loss and parameter hash after an orchestrator restart",
+          "[control_plane]") {
+  Cluster c("cp-final");
+  c.StartOrchestrator();
+  c.StartAgents(30ms);
+  const std::string job = c.Submit(3);
+  auto st = c.WaitFor(
+      job, [](const v1::JobStatus& s) { return s.state() == "succeeded"; }, 30s);
+  REQUIRE(st.state() == "succeeded");
+  REQUIRE_FALSE(st.param_hash().empty());
+  CHECK(st.val_loss() == Approx(3.1 / 4));  // the fake agents' val loss of round 3
+  c.agents.clear();
+  c.orchestrator.Kill(SIGKILL);
+  c.StartOrchestrator();  // the same state file
+  const auto after = c.Status(job);
+  CHECK(after.state() == "succeeded");
+  CHECK(after.round() == 3);
+  CHECK(after.param_hash() == st.param_hash());
+  CHECK(after.val_loss() == Approx(st.val_loss()));
+  std::string out;
+  CHECK(RunCommand("(" + kBin + "/longhaul" + c.CliFlags() + " status " + job + " --output json 2>/dev/null)", &out) ==
+        0);
+  CHECK_THAT(out,
+             Catch::Contains("\"val_loss\":0.77") && Catch::Contains("\"param_hash\":\"" + st.param_hash() + "\""));
+  out.clear();
+  CHECK(RunCommand(kBin + "/longhaul" + c.CliFlags() + " jobs", &out) == 0);
+  CHECK_THAT(out, Catch::Contains("0.7750"));
 }

@@ -1,5 +1,7 @@
 #include "harness.h"
 
+#include <fstream>
+
 #include "support/subprocess.h"
 
 #include <arpa/inet.h>
@@ -27,11 +29,16 @@ fs::path MakeTempDir(const std::string& tag) {
 
 void MakeKeys(const fs::path& dir, const std::vector<std::string>& names, const std::vector<std::string>& allowed) {
   fs::create_directories(dir / "allow");
+  std::ofstream roles(dir / "allow" / "roles");
   for (const auto& n : names) {
     auto keys = wan_transport::GenerateCurveKeyPair().value();
     if (!wan_transport::WriteKeyPair(dir, n, keys).ok()) throw std::runtime_error("cannot write keys " + n);
-    for (const auto& a : allowed)
-      if (a == n) fs::copy_file(dir / (n + ".pub"), dir / "allow" / (n + ".pub"));  // public keys only
+    for (const auto& a : allowed) {
+      if (a != n) continue;
+      fs::copy_file(dir / (n + ".pub"), dir / "allow" / (n + ".pub"));  // public keys only
+      // "cli" and "user*" keys use the CLI; every other key is its region's agent.
+      roles << n << (n == "cli" || n.rfind("user", 0) == 0 ? " user\n" : " agent " + n + "\n");
+    }
   }
 }
 

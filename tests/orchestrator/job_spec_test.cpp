@@ -1,6 +1,13 @@
-#include <catch2/catch.hpp>
-
 #include "longhaul/orchestrator/job_spec.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 
 using namespace longhaul;
 using namespace longhaul::orchestrator;
@@ -218,7 +225,7 @@ TEST_CASE("a command worker may not set the variables the agent gives every work
   c->mutable_env()->clear();
   (*c->mutable_env())["BIG"] = std::string(5000, 'v');
   const std::string msg = ValidateJobSpec(wire).message();
-  CHECK_THAT(msg, Catch::Contains("worker.env.BIG") && Catch::Contains("5000 characters"));
+  CHECK_THAT(msg, Catch::Contains("worker.env.BIG") && Catch::Contains("5000 bytes"));
   CHECK(msg.size() < 300);  // quotes only a prefix of the value
 }
 
@@ -263,4 +270,242 @@ TEST_CASE("the PyTorch example job spec parses as a command worker", "[job_spec]
   REQUIRE(spec->worker().has_command());
   CHECK(spec->worker().command().argv(0) == "/usr/bin/python3");
   CHECK(spec->data().has_text_file());
+}
+
+// ---------------------------------------------------------------- hardening
+
+namespace {
+
+// A built-in spec with one extra line, for errors on line 3.
+std::string WithLine(const std::string& line) { return "name: x\nrounds: 2\n" + line + "\n"; }
+
+std::string ErrorOf(const Result<v1::JobSpec>& r) { return r.ok() ? std::string("(ok)") : r.status().message(); }
+
+bool HasByte(const std::string& s, unsigned char b) { return s.find(static_cast<char>(b)) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("a key given twice is an error naming the key and both lines", "[job_spec][limits]") {
+  auto top = ParseJobSpecYaml("name: x\nrounds: 2\nseed: 1\nrounds: 3\n", "job.yaml");
+  REQUIRE_FALSE(top.ok());
+  CHECK(top.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(ErrorOf(top), Catch::Contains("job.yaml line 4") && Catch::Contains("'rounds' is given twice") &&
+                               Catch::Contains("lines 2 and 4"));
+  auto nested =
+      ParseJobSpecYaml("name: x\nrounds: 2\nsync:\n  kind: diloco\n  inner_steps: 4\n  kind: sync\n", "job.yaml");
+  CHECK_THAT(ErrorOf(nested), Catch::Contains("'sync.kind' is given twice") && Catch::Contains("lines 4 and 6"));
+  auto flow = ParseJobSpecYaml(WithLine("inner: {lr: 0.1, lr: 0.2}"), "job.yaml");
+  CHECK_THAT(ErrorOf(flow), Catch::Contains("'inner.lr' is given twice") && Catch::Contains("lines 3 and 3"));
+  auto env = ParseJobSpecYaml("name: x\nrounds: 2\nworker:\n  command: [python3]\n  env:\n    A: '1'\n    A: '2'\n",
+                              "job.yaml");
+  CHECK_THAT(ErrorOf(env), Catch::Contains("'worker.env.A' is given twice") && Catch::Contains("lines 6 and 7"));
+  auto region = ParseJobSpecYaml("name: x\nrounds: 2\nregions:\n  - eu\n  - us\n  - eu\n", "job.yaml");
+  CHECK_THAT(ErrorOf(region), Catch::Contains("'eu' twice") && Catch::Contains("lines 4 and 6"));
+}
+
+TEST_CASE("a second YAML document is an error naming its line", "[job_spec][limits]") {
+  auto two = ParseJobSpecYaml("name: x\nrounds: 2\n---\nname: y\nrounds: 3\n", "job.yaml");
+  REQUIRE_FALSE(two.ok());
+  CHECK_THAT(ErrorOf(two), Catch::Contains("job.yaml line 3") && Catch::Contains("second YAML document"));
+  auto empty_second = ParseJobSpecYaml("---\nname: x\nrounds: 2\n---\n", "job.yaml");
+  CHECK_THAT(ErrorOf(empty_second), Catch::Contains("line 4") && Catch::Contains("second YAML document"));
+  auto inline_second = ParseJobSpecYaml("--- {name: x, rounds: 2}\n--- {name: y, rounds: 2}\n", "job.yaml");
+  CHECK_THAT(ErrorOf(inline_second), Catch::Contains("line 2") && Catch::Contains("second YAML document"));
+  // Explicit start and end markers around one document are fine.
+  CHECK(ParseJobSpecYaml("---\nname: x\nrounds: 2\n...\n", "job.yaml").ok());
+}
+
+TEST_CASE("every string field has a length limit, checked with the value's line", "[job_spec][limits]") {
+  struct Case {
+    std::string yaml, field;
+    size_t limit;
+  };
+  const std::string cmd = "worker:\n  command: [python3]\n  ";
+  auto value = [](size_t n) { return std::string(n, 'a'); };
+  const std::vector<Case> cases = {
+      {"name: " + value(129) + "\nrounds: 2\n", "'name' must be at most 128 bytes", 1},
+      {WithLine("model_preset: " + value(65)), "'model_preset' must be at most 64 bytes", 3},
+      {WithLine("regions: [eu, " + value(129) + "]"), "'regions' must be at most 128 bytes", 3},
+      {WithLine("data: {text_file: {path: " + value(4097) + "}}"), "'data.text_file.path' must be at most 4096", 3},
+      {WithLine("inner: {name: " + value(65) + "}"), "'inner.name' must be at most 64 bytes", 3},
+      {WithLine("outer: {name: " + value(65) + "}"), "'outer.name' must be at most 64 bytes", 3},
+      {WithLine("sync: {kind: " + value(65) + "}"), "'sync.kind' must be at most 64 bytes", 3},
+      {WithLine("compression: {codec: " + value(65) + "}"), "'compression.codec' must be at most 64 bytes", 3},
+      {WithLine("worker: {preset: " + value(65) + "}"), "'worker.preset' must be at most 64 bytes", 3},
+      {WithLine("worker: {command: [python3, " + value(4097) + "]}"), "'worker.command[1]' must be at most 4096", 3},
+      {WithLine(cmd + "env: {A: " + value(4097) + "}"), "'worker.env.A' must be at most 4096 bytes", 5},
+      {WithLine(cmd + "env: {" + value(257) + ": x}"), "'worker.env' names must be at most 256 bytes", 5},
+      {WithLine(cmd + "working_dir: " + value(4097)), "'worker.working_dir' must be at most 4096 bytes", 5},
+  };
+  for (const auto& c : cases) {
+    INFO(c.field);
+    auto spec = ParseJobSpecYaml(c.yaml, "job.yaml");
+    REQUIRE_FALSE(spec.ok());
+    CHECK(spec.status().code() == StatusCode::kInvalidArgument);
+    const std::string msg = ErrorOf(spec);
+    CHECK_THAT(msg, Catch::Contains(c.field) && Catch::Contains("line " + std::to_string(c.limit)));
+    CHECK_THAT(msg, Catch::Contains("aaaaaaaaaa...'") && Catch::Contains(" bytes)"));  // a prefix, then the length
+    CHECK(msg.size() < 200);
+  }
+  // At the limit is fine.
+  CHECK(ParseJobSpecYaml("name: " + value(128) + "\nrounds: 2\n", "job.yaml").ok());
+}
+
+TEST_CASE("lists have a count limit", "[job_spec][limits]") {
+  std::string regions = "regions: [r0";
+  for (int i = 1; i < 65; ++i) regions += ", r" + std::to_string(i);
+  auto many = ParseJobSpecYaml(WithLine(regions + "]"), "job.yaml");
+  CHECK_THAT(ErrorOf(many),
+             Catch::Contains("line 3") && Catch::Contains("'regions' must have at most 64 names, got 65"));
+  std::string argv = "worker: {command: [python3";
+  for (int i = 0; i < 256; ++i) argv += ", a";
+  CHECK_THAT(ErrorOf(ParseJobSpecYaml(WithLine(argv + "]}"), "job.yaml")),
+             Catch::Contains("'worker.command' must have at most 256 entries, got 257"));
+  std::string env = "worker:\n  command: [python3]\n  env: {V0: x";
+  for (int i = 1; i < 257; ++i) env += ", V" + std::to_string(i) + ": x";
+  CHECK_THAT(ErrorOf(ParseJobSpecYaml(WithLine(env + "}"), "job.yaml")),
+             Catch::Contains("'worker.env' must have at most 256 entries, got 257"));
+}
+
+TEST_CASE("strings must be valid UTF-8, and the error names the field", "[job_spec][limits]") {
+  const std::string bad = "caf\xc3";  // a truncated two-byte sequence
+  auto name = ParseJobSpecYaml("name: " + bad + "\nrounds: 2\n", "job.yaml");
+  REQUIRE_FALSE(name.ok());
+  CHECK_THAT(ErrorOf(name), Catch::Contains("line 1") && Catch::Contains("'name' must be valid UTF-8"));
+  CHECK_FALSE(HasByte(ErrorOf(name), 0xc3));  // the message itself stays valid UTF-8
+  CHECK_THAT(ErrorOf(ParseJobSpecYaml(WithLine("regions: [eu, \"\xff\"]"), "job.yaml")),
+             Catch::Contains("'regions' must be valid UTF-8"));
+  CHECK_THAT(ErrorOf(ParseJobSpecYaml(WithLine("worker: {command: [python3, \"\xed\xa0\x80\"]}"), "job.yaml")),
+             Catch::Contains("'worker.command[1]' must be valid UTF-8"));  // an encoded surrogate
+  CHECK_THAT(ErrorOf(ParseJobSpecYaml(WithLine("worker: {command: [python3], env: {A: \"\xc0\xaf\"}}"), "job.yaml")),
+             Catch::Contains("'worker.env.A' must be valid UTF-8"));  // an overlong '/'
+  auto nul = ParseJobSpecYaml(WithLine("worker: {command: [python3], working_dir: \"a\\0b\"}"), "job.yaml");
+  CHECK_THAT(ErrorOf(nul), Catch::Contains("'worker.working_dir' must not contain a NUL byte"));
+  // Any valid UTF-8 is fine, and is quoted as written.
+  auto ok =
+      ParseJobSpecYaml("name: \"caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x9a\x80\"\nrounds: 2\n", "job.yaml");
+  REQUIRE(ok.ok());
+  CHECK(ok->name() == "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x9a\x80");
+  CHECK_THAT(ErrorOf(ParseJobSpecYaml(WithLine("sync: {kind: \"gr\xc3\xa8ve\"}"), "job.yaml")),
+             Catch::Contains("'gr\xc3\xa8ve'"));
+}
+
+TEST_CASE("error messages quote at most a short prefix of a bad value", "[job_spec][limits]") {
+  const std::string huge(5000, '9');
+  const std::string word(5000, 'z');
+  const std::vector<std::string> specs = {
+      "name: x\nrounds: " + huge + "x\n",
+      WithLine("inner: {lr: " + word + "}"),
+      WithLine("data: {synthetic: {non_iid: " + word + "}}"),
+      WithLine(std::string(1000, 'z') + ": 1"),  // YAML keys are at most 1024 characters
+      WithLine("sync: {kind: " + std::string(60, 'k') + "}"),
+      WithLine("outer: {name: " + std::string(60, 'o') + "}"),
+  };
+  for (const auto& y : specs) {
+    const std::string msg = ErrorOf(ParseJobSpecYaml(y, "job.yaml"));
+    INFO(msg.substr(0, 300));
+    CHECK_THAT(msg, Catch::Contains("...'"));
+    CHECK(msg.size() < 300);
+  }
+}
+
+TEST_CASE("specs from the wire get the same limits as the YAML reader", "[job_spec][limits]") {
+  v1::JobSpec long_name = DefaultJobSpec();
+  long_name.set_name(std::string(129, 'n'));
+  CHECK_THAT(ValidateJobSpec(long_name).message(), Catch::Contains("'name' must be at most 128 bytes"));
+  v1::JobSpec bad_utf8 = DefaultJobSpec();
+  bad_utf8.set_name("x\xff");
+  CHECK_THAT(ValidateJobSpec(bad_utf8).message(), Catch::Contains("'name' must be valid UTF-8"));
+  v1::JobSpec regions = DefaultJobSpec();
+  for (int i = 0; i < 65; ++i) regions.add_regions(std::string("r").append(std::to_string(i)));
+  regions.set_region_count(65);
+  CHECK_THAT(ValidateJobSpec(regions).message(), Catch::Contains("'regions' must have at most 64 names"));
+  v1::JobSpec twice = DefaultJobSpec();
+  twice.add_regions("eu");
+  twice.add_regions("eu");
+  twice.set_region_count(2);
+  CHECK_THAT(ValidateJobSpec(twice).message(), Catch::Contains("twice"));
+
+  // Every string field of JobSpec, found by reflection, rejects a 5000-byte value:
+  // a field added to the proto without a limit fails here.
+  using google::protobuf::FieldDescriptor;
+  std::vector<std::string> checked;
+  std::function<void(const google::protobuf::Descriptor*, std::vector<const FieldDescriptor*>)> walk;
+  walk = [&](const google::protobuf::Descriptor* d, std::vector<const FieldDescriptor*> path) {
+    for (int i = 0; i < d->field_count(); ++i) {
+      const FieldDescriptor* f = d->field(i);
+      auto p = path;
+      p.push_back(f);
+      if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE && !f->is_map()) {
+        walk(f->message_type(), p);
+        continue;
+      }
+      const bool map = f->is_map();
+      if (!map && f->cpp_type() != FieldDescriptor::CPPTYPE_STRING) continue;
+      for (int side = 0; side < (map ? 2 : 1); ++side) {
+        std::string name;
+        for (const auto* q : p) name += (name.empty() ? "" : ".") + q->name();
+        if (map) name += side == 0 ? ".key" : ".value";
+        INFO(name);
+        // A valid base: a command worker for the worker.command fields, else the default.
+        v1::JobSpec spec = DefaultJobSpec();
+        if (name.rfind("worker.command", 0) == 0) {
+          spec.clear_model_preset();
+          spec.mutable_worker()->mutable_command()->add_argv("python3");
+        }
+        REQUIRE(ValidateJobSpec(spec).ok());
+        google::protobuf::Message* m = &spec;
+        for (size_t k = 0; k + 1 < p.size(); ++k) m = m->GetReflection()->MutableMessage(m, p[k]);
+        const std::string big(5000, 'A');
+        if (map) {
+          google::protobuf::Message* entry = m->GetReflection()->AddMessage(m, f);
+          const auto* kd = entry->GetDescriptor();
+          entry->GetReflection()->SetString(entry, kd->FindFieldByName("key"), side == 0 ? big : "NAME");
+          entry->GetReflection()->SetString(entry, kd->FindFieldByName("value"), side == 1 ? big : "v");
+        } else if (f->is_repeated()) {
+          m->GetReflection()->AddString(m, f, big);
+        } else {
+          m->GetReflection()->SetString(m, f, big);
+        }
+        const Status st = ValidateJobSpec(spec);
+        CHECK_FALSE(st.ok());
+        CHECK_THAT(st.message(), Catch::Contains("at most"));
+        checked.push_back(name);
+      }
+    }
+  };
+  walk(v1::JobSpec::descriptor(), {});
+  CHECK(checked.size() >= 12);  // name, model_preset, regions, data, optimizers, sync, worker...
+}
+
+TEST_CASE("a job file must be a regular file of at most 1 MiB; nothing blocks or exhausts memory",
+          "[job_spec][limits]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("longhaul-jobfile-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto dir_spec = LoadJobSpecFile(dir);
+  CHECK(dir_spec.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(ErrorOf(dir_spec), Catch::Contains("is a directory"));
+  CHECK_THAT(ErrorOf(LoadJobSpecFile("/dev/zero")), Catch::Contains("is a character device"));
+  REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);
+  const auto start = std::chrono::steady_clock::now();
+  auto fifo = LoadJobSpecFile(dir / "fifo");  // no writer: opening it blocking would wait forever
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+  CHECK_THAT(ErrorOf(fifo), Catch::Contains("is a FIFO"));
+  {
+    std::ofstream big(dir / "big.yaml");
+    big << "name: x\nrounds: 2\n# " << std::string((1 << 20) - 20, 'c') << "\n";
+  }
+  auto big = LoadJobSpecFile(dir / "big.yaml");
+  CHECK(big.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(ErrorOf(big),
+             Catch::Contains("job file " + (dir / "big.yaml").string() + " is 1048577 bytes; the limit is 1 MiB"));
+  CHECK_THAT(ErrorOf(ParseJobSpecYaml(std::string((1 << 20) + 1, ' '), "job.yaml")),
+             Catch::Contains("the limit is 1 MiB"));
+  CHECK(LoadJobSpecFile(dir / "missing.yaml").status().code() == StatusCode::kNotFound);
+  fs::remove_all(dir);
+  // Deep nesting is refused by the parser, not by a stack overflow.
+  CHECK_FALSE(
+      ParseJobSpecYaml(WithLine("data: " + std::string(200000, '[') + std::string(200000, ']')), "job.yaml").ok());
 }

@@ -194,12 +194,27 @@ Result<Allowlist> Allowlist::Load(const fs::path& file_or_dir) {
   std::error_code ec;
   Allowlist list;
   if (fs::is_directory(file_or_dir, ec)) {
+    std::unordered_map<std::string, std::string> by_name;  // .pub stem -> key
     for (const auto& entry : fs::directory_iterator(file_or_dir, ec)) {
       if (entry.path().extension() != ".pub") continue;
       LONGHAUL_ASSIGN_OR_RETURN(std::string key, LoadPublicKey(entry.path()));
+      by_name[entry.path().stem().string()] = key;
       list.Add(std::move(key));
     }
     if (ec) return InvalidArgument("allowlist " + file_or_dir.string() + ": " + ec.message());
+    const fs::path roles_file = file_or_dir / "roles";
+    if (fs::exists(roles_file, ec)) {
+      LONGHAUL_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(roles_file));
+      LONGHAUL_ASSIGN_OR_RETURN(auto roles, ParseRoles(text, roles_file.string()));
+      for (const auto& [name, key] : by_name) {
+        auto it = roles.find(name);
+        if (it == roles.end()) return InvalidArgument(roles_file.string() + ": key " + name + ".pub has no role line");
+        list.SetRole(key, it->second);
+      }
+      for (const auto& [name, role] : roles) {
+        if (!by_name.count(name)) return InvalidArgument(roles_file.string() + ": role for '" + name + "' but no " + name + ".pub");
+      }
+    }
   } else {
     if (!fs::exists(file_or_dir, ec)) return NotFound("allowlist " + file_or_dir.string() + ": does not exist");
     LONGHAUL_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(file_or_dir));
@@ -218,6 +233,35 @@ Allowlist Allowlist::Of(std::vector<std::string> keys) {
   Allowlist list;
   for (auto& k : keys) list.Add(std::move(k));
   return list;
+}
+
+const KeyRole* Allowlist::RoleOf(std::string_view public_key_z85) const {
+  auto it = roles_.find(std::string(public_key_z85));
+  return it == roles_.end() ? nullptr : &it->second;
+}
+
+Result<std::unordered_map<std::string, KeyRole>> ParseRoles(const std::string& text, const std::string& file) {
+  std::unordered_map<std::string, KeyRole> out;
+  std::istringstream in(text);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string x; words >> x;) w.push_back(x);
+    if (w.empty()) continue;
+    const std::string where = file + " line " + std::to_string(n);
+    if (w.size() < 2 || (w[1] != "agent" && w[1] != "user")) {
+      return InvalidArgument(where + ": expected '<key name> agent [region...]' or '<key name> user'");
+    }
+    KeyRole role;
+    role.name = w[0];
+    role.kind = w[1] == "agent" ? KeyRole::Kind::kAgent : KeyRole::Kind::kUser;
+    if (role.kind == KeyRole::Kind::kUser && w.size() > 2) return InvalidArgument(where + ": a user key takes no regions");
+    role.regions.assign(w.begin() + 2, w.end());
+    if (!out.emplace(w[0], std::move(role)).second) return InvalidArgument(where + ": a second role for '" + w[0] + "'");
+  }
+  return out;
 }
 
 bool Allowlist::Contains(std::string_view public_key_z85) const {

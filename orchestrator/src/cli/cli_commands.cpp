@@ -1,6 +1,7 @@
 // The CLI commands: connect with a deadline, one request, render, exit code.
 #include <unistd.h>
 
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -55,17 +56,22 @@ int ExitCodeFor(const Status& s) {
   }
 }
 
-int ReportError(const CliContext& ctx, const Status& s) {
-  Err(ctx) << "longhaul: " << s.message() << "\n";
-  return ExitCodeFor(s);
+int ReportFailure(const CliContext& ctx, int code, const std::string& message) {
+  if (ctx.json)
+    Out(ctx) << "{\"error\":" << JsonQuote(message) << ",\"code\":" << code << "}\n";
+  else
+    Err(ctx) << "longhaul: " << message << "\n";
+  return code;
 }
 
+int ReportError(const CliContext& ctx, const Status& s) { return ReportFailure(ctx, ExitCodeFor(s), s.message()); }
+
 int CliSubmit(const CliContext& ctx, const std::string& job_file, bool watch) {
-  auto spec = LoadJobSpecFile(job_file);
-  if (!spec.ok()) {
-    Err(ctx) << "longhaul: bad job file: " << spec.status().message() << "\n";
-    return kExitUsage;
-  }
+  // Every problem with the file itself is bad input (2), a missing file too.
+  auto text = ReadJobFile(job_file);
+  if (!text.ok()) return ReportFailure(ctx, kExitUsage, text.status().message());
+  auto spec = ParseJobSpecYaml(*text, std::filesystem::path(job_file).filename().string());
+  if (!spec.ok()) return ReportFailure(ctx, kExitUsage, "bad job file: " + spec.status().message());
   v1::ControlMessage req;
   *req.mutable_submit_job()->mutable_spec() = *spec;
   auto reply = Request(ctx, req);
@@ -79,10 +85,7 @@ int CliSubmit(const CliContext& ctx, const std::string& job_file, bool watch) {
 
 int CliStatus(const CliContext& ctx, const std::string& job_id, bool watch, std::chrono::milliseconds interval) {
   if (job_id.empty()) {
-    if (watch) {
-      Err(ctx) << "longhaul: status --watch needs a job id\n";
-      return kExitUsage;
-    }
+    if (watch) return ReportFailure(ctx, kExitUsage, "status --watch needs a job id");
     return CliJobs(ctx);
   }
   auto client = Connect(ctx);
@@ -135,21 +138,17 @@ int CliRegions(const CliContext& ctx) {
 }
 
 int CliKeysGen(const CliContext& ctx, const std::string& dir, const std::string& name) {
-  if (name.empty() || name.find('/') != std::string::npos) {
-    Err(ctx) << "longhaul: --name must be a plain file name, got '" << name << "'\n";
-    return kExitUsage;
-  }
+  if (name.empty() || name.find('/') != std::string::npos)
+    return ReportFailure(ctx, kExitUsage, "--name must be a plain file name, got '" + name + "'");
   auto keys = wan_transport::GenerateCurveKeyPair();
   if (!keys.ok()) return ReportError(ctx, keys.status());
   Status w = wan_transport::WriteKeyPair(dir, name, *keys);
-  if (!w.ok()) {
-    Err(ctx) << "longhaul: " << w.message() << "\n";
-    return w.code() == StatusCode::kAlreadyExists ? kExitUsage : kExitFailed;
-  }
+  if (!w.ok())
+    return ReportFailure(ctx, w.code() == StatusCode::kAlreadyExists ? kExitUsage : kExitFailed, w.message());
   const std::string key_file = dir + "/" + name + ".key", pub_file = dir + "/" + name + ".pub";
   if (ctx.json)
-    Out(ctx) << "{\"key_file\":\"" << key_file << "\",\"pub_file\":\"" << pub_file << "\",\"public_key\":\""
-             << keys->public_key << "\"}\n";
+    Out(ctx) << "{\"key_file\":" << JsonQuote(key_file) << ",\"pub_file\":" << JsonQuote(pub_file)
+             << ",\"public_key\":" << JsonQuote(keys->public_key) << "}\n";
   else
     Out(ctx) << "wrote " << key_file << " (secret, mode 0600) and " << pub_file << "\npublic key: " << keys->public_key
              << "\n";

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "../job_spec_limits.h"
 #include "longhaul/orchestrator/cli.h"
 
 namespace longhaul::orchestrator {
@@ -54,6 +55,31 @@ std::string ToJson(const google::protobuf::Message& msg) {
   o.always_print_primitive_fields = true;
   (void)google::protobuf::util::MessageToJsonString(msg, &out, o);
   return out;
+}
+
+std::string JsonQuote(std::string_view s) {
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const size_t n = spec_limits::Utf8SequenceLength(s.substr(i));
+    if (n == 0) {
+      out += "\\ufffd";
+      i += 1;
+      continue;
+    }
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out.append(s.substr(i, n));
+    }
+    i += n;
+  }
+  return out + "\"";
 }
 
 std::string RenderJobStatus(const v1::JobStatus& s, bool color) {

@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 
+#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -34,7 +35,15 @@ Status MakeKeys(const fs::path& dir, const std::vector<LocalRegion>& regions) {
   };
   LONGHAUL_RETURN_IF_ERROR(gen("orchestrator", false, false));
   LONGHAUL_RETURN_IF_ERROR(gen("cli", true, false));
-  for (const auto& r : regions) LONGHAUL_RETURN_IF_ERROR(gen(r.name, true, true));
+  // Roles: the CLI key is a user; each region's key is the agent of that region only.
+  std::ofstream roles(dir / "control-allow" / "roles");
+  roles << "cli user\n";
+  for (const auto& r : regions) {
+    LONGHAUL_RETURN_IF_ERROR(gen(r.name, true, true));
+    roles << r.name << " agent " << r.name << "\n";
+  }
+  roles.close();
+  if (!roles) return Internal("cannot write " + (dir / "control-allow" / "roles").string());
   return Status::Ok();
 }
 

@@ -12,6 +12,14 @@
 
 namespace {
 
+using longhaul::StatusCode;
+static_assert(LH_INVALID_ARGUMENT == static_cast<int>(StatusCode::kInvalidArgument));
+static_assert(LH_FAILED_PRECONDITION == static_cast<int>(StatusCode::kFailedPrecondition));
+static_assert(LH_UNAVAILABLE == static_cast<int>(StatusCode::kUnavailable));
+static_assert(LH_PERMISSION_DENIED == static_cast<int>(StatusCode::kPermissionDenied));
+static_assert(LH_ABORTED == static_cast<int>(StatusCode::kAborted));
+static_assert(LH_INTERNAL == static_cast<int>(StatusCode::kInternal));
+
 thread_local std::string last_error;
 
 int Fail(const longhaul::Status& s) {

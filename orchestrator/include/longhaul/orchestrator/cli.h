@@ -2,14 +2,17 @@
 // cli_main.cpp stays a thin flag parser (CLI11 lives only there).
 //
 // Exit codes (kExit*): 0 ok; 1 operation failed (job failed, unknown job);
-// 2 usage or bad input (bad job file, missing key file); 3 orchestrator
-// unreachable or refusing our key (within `timeout`). Every printing command
-// has --output json: one JSON document per result on stdout.
+// 2 usage or bad input (bad flag, bad job file, missing key file, a spec the
+// orchestrator refuses); 3 orchestrator unreachable or refusing our key (within
+// `timeout`). Every command has --output json: one JSON document per result on
+// stdout, and an error as {"error": "...", "code": <exit code>} on stdout too
+// (in text mode errors go to stderr as "longhaul: ...").
 #pragma once
 
 #include <chrono>
 #include <iosfwd>
 #include <string>
+#include <string_view>
 
 #include "longhaul/common/status.h"
 #include "longhaul/v1/control.pb.h"
@@ -33,9 +36,12 @@ struct CliContext {
   std::ostream* err = nullptr;
 };
 
-// Maps a Status to the exit code above and prints "longhaul: <message>" to err.
+// Maps a Status to the exit code above and reports it as ReportFailure does.
 int ReportError(const CliContext& ctx, const Status& status);
 int ExitCodeFor(const Status& status);
+// Prints "longhaul: <message>" to err, or with ctx.json the error object to out;
+// returns `code`.
+int ReportFailure(const CliContext& ctx, int code, const std::string& message);
 
 int CliSubmit(const CliContext& ctx, const std::string& job_file, bool watch);
 int CliStatus(const CliContext& ctx, const std::string& job_id, bool watch, std::chrono::milliseconds interval);
@@ -49,6 +55,8 @@ std::string RenderJobStatus(const v1::JobStatus& status, bool color);
 std::string RenderJobTable(const v1::JobList& jobs);
 std::string RenderRegionTable(const v1::ListRegionsReply& regions);
 std::string ToJson(const google::protobuf::Message& msg);
+// `s` as a JSON string literal, quotes included; bytes that are not UTF-8 become U+FFFD.
+std::string JsonQuote(std::string_view s);
 std::string HumanBytes(double bytes);
 std::string HumanSeconds(double seconds);
 

@@ -4,7 +4,8 @@
 // and validated once. Errors name the field and the YAML line ("job.yaml line 7:
 // field 'rounds' must be an unsigned integer, got 'ten'"); unknown fields are
 // errors, not warnings, because a typo ("inner_step") silently ignored would run
-// the wrong experiment. docs/job-spec.md documents every field.
+// the wrong experiment. Every string and list has a size limit
+// (src/job_spec_limits.h). docs/job-spec.md documents every field and limit.
 #pragma once
 
 #include <filesystem>
@@ -20,8 +21,13 @@ namespace longhaul::orchestrator {
 // regions, DiLoCo H=20, Nesterov 0.7/0.9, int8 blocks of 256...).
 v1::JobSpec DefaultJobSpec();
 
-// Parses YAML text; `source` names it in errors (usually the file name).
+// Parses YAML text of at most 1 MiB holding one document; `source` names it in
+// errors (usually the file name). Duplicate keys are errors naming both lines.
 Result<v1::JobSpec> ParseJobSpecYaml(std::string_view yaml, std::string_view source = "job spec");
+// Reads a job file: a regular file of at most 1 MiB (a FIFO, device or directory
+// is refused without blocking on it). kNotFound if it does not exist, else
+// kInvalidArgument naming the file and the reason.
+Result<std::string> ReadJobFile(const std::filesystem::path& path);
 Result<v1::JobSpec> LoadJobSpecFile(const std::filesystem::path& path);
 
 // Range and consistency checks (also applied by the orchestrator to specs that

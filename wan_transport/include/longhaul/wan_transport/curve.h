@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -54,22 +55,42 @@ Result<CurveKeyPair> LoadKeyPair(const std::filesystem::path& key_file);
 Result<std::string> LoadPublicKey(const std::filesystem::path& pub_file);
 
 // The set of client public keys a server admits.
+// What a key may do on the control plane (docs: "Roles" in README).
+struct KeyRole {
+  enum class Kind { kAgent, kUser };
+  Kind kind = Kind::kUser;
+  std::vector<std::string> regions;  // agent: the regions it may speak for (empty = any)
+  std::string name;                  // the key's name (its .pub file's stem)
+};
+
 class Allowlist {
  public:
   Allowlist() = default;
   // A file with one Z85 key per line ('#' comments, blank lines ignored), or a
   // directory of *.pub files. An invalid line or an empty result is an error
-  // naming the file (and line).
+  // naming the file (and line). A directory may hold a `roles` file giving each
+  // key (by .pub name) its role, one line each:
+  //     eu-west  agent eu-west        # may speak the region protocol for eu-west only
+  //     alice    user                 # may use the CLI
+  // With a roles file, every key needs a line and every line a key.
   static Result<Allowlist> Load(const std::filesystem::path& file_or_dir);
   static Allowlist Of(std::vector<std::string> keys);
 
   bool Contains(std::string_view public_key_z85) const;
   size_t size() const { return keys_.size(); }
   void Add(std::string public_key_z85) { keys_.insert(std::move(public_key_z85)); }
+  void SetRole(const std::string& public_key_z85, KeyRole role) { roles_[public_key_z85] = std::move(role); }
+  // The key's role; nullptr when the allowlist has no roles for it.
+  const KeyRole* RoleOf(std::string_view public_key_z85) const;
+  bool has_roles() const { return !roles_.empty(); }
 
  private:
   std::unordered_set<std::string> keys_;
+  std::unordered_map<std::string, KeyRole> roles_;
 };
+
+// Parses a roles file's text (see Allowlist::Load): name -> role.
+Result<std::unordered_map<std::string, KeyRole>> ParseRoles(const std::string& text, const std::string& file);
 
 // Serves the ZAP endpoint (inproc://zeromq.zap.01) of one zmq context on its own
 // thread. Only one may exist per context, and it must be destroyed before the

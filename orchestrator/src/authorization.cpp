@@ -1,0 +1,43 @@
+#include "longhaul/orchestrator/authorization.h"
+
+#include <algorithm>
+
+#include "longhaul/proto/frame.h"
+
+namespace longhaul::orchestrator {
+namespace {
+
+// The region a region-protocol message speaks for; nullptr for CLI requests.
+const std::string* RegionOf(const v1::ControlMessage& m) {
+  switch (m.body_case()) {
+    case v1::ControlMessage::kRegisterRegion: return &m.register_region().region();
+    case v1::ControlMessage::kHeartbeat: return &m.heartbeat().region();
+    case v1::ControlMessage::kJobReady: return &m.job_ready().region();
+    case v1::ControlMessage::kJobRejected: return &m.job_rejected().region();
+    case v1::ControlMessage::kRoundReport: return &m.round_report().region();
+    case v1::ControlMessage::kLinkReport: return &m.link_report().region();
+    case v1::ControlMessage::kJobFacts: return &m.job_facts().region();
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+Status AuthorizeControl(const v1::ControlMessage& msg, const wan_transport::KeyRole* role) {
+  if (role == nullptr) return Status::Ok();
+  const std::string what(proto::BodyName(msg));
+  const std::string* region = RegionOf(msg);
+  const bool agent = role->kind == wan_transport::KeyRole::Kind::kAgent;
+  if (region != nullptr) {
+    if (!agent) return PermissionDenied("key '" + role->name + "' is a user key; " + what + " needs an agent key");
+    if (!role->regions.empty() && std::find(role->regions.begin(), role->regions.end(), *region) == role->regions.end()) {
+      return PermissionDenied("agent key '" + role->name + "' may not speak for region '" + region->substr(0, 64) +
+                              "' (" + what + ")");
+    }
+    return Status::Ok();
+  }
+  if (agent) return PermissionDenied("key '" + role->name + "' is an agent key; " + what + " needs a user key");
+  return Status::Ok();
+}
+
+}  // namespace longhaul::orchestrator

@@ -1,0 +1,66 @@
+// Roles against the real orchestrator: a CLI user's key cannot register (and so
+// take over) a region, an agent key cannot register another region or use the
+// CLI protocol.
+#include <catch2/catch.hpp>
+
+#include "harness.h"
+#include "longhaul/orchestrator/control_client.h"
+#include "longhaul/orchestrator/endpoint_file.h"
+#include "longhaul/wan_transport/curve.h"
+
+using namespace longhaul;
+using namespace longhaul::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string kBin = LONGHAUL_BIN_DIR;
+
+}  // namespace
+
+TEST_CASE("roles: the orchestrator refuses region messages from user keys and CLI requests from agent keys",
+          "[roles]") {
+  const fs::path dir = MakeTempDir("roles");
+  MakeKeys(dir / "keys", {"orchestrator", "eu-west", "cli"}, {"eu-west", "cli"});
+  Process orch;
+  orch.Start({kBin + "/longhaul-orchestrator", "--bind", "tcp://127.0.0.1:0", "--init", "--state",
+              (dir / "state.sqlite").string(), "--key", (dir / "keys/orchestrator.key").string(), "--allowlist",
+              (dir / "keys/allow").string(), "--endpoint-file", (dir / "endpoint").string()},
+             dir / "orchestrator.log");
+  auto ep = orchestrator::WaitForEndpointFile(dir / "endpoint", 10s);
+  REQUIRE(ep.ok());
+  auto client = [&](const std::string& key) {
+    orchestrator::ControlClientOptions co;
+    co.endpoint = ep->control;
+    co.own_keys = wan_transport::LoadKeyPair(dir / "keys" / (key + ".key")).value();
+    co.server_public_key = ep->public_key;
+    return std::move(orchestrator::ControlClient::Connect(co).value());
+  };
+  auto reg = [](const std::string& region) {
+    v1::ControlMessage m;
+    m.mutable_register_region()->set_region(region);
+    m.mutable_register_region()->mutable_capacity()->set_workers(1);
+    return m;
+  };
+  auto error_of = [](const Result<v1::ControlMessage>& r) {
+    return r.ok() && r->has_error() ? r->error().message() : std::string("no error: ") + (r.ok() ? "" : r.status().ToString());
+  };
+  // The CLI user's key tries to register the region eu-west.
+  auto by_user = client("cli")->Call(reg("eu-west"));
+  CHECK_THAT(error_of(by_user), Catch::Contains("'cli' is a user key"));
+  // eu-west's agent key may register eu-west, not us-east.
+  auto other = client("eu-west")->Call(reg("us-east"));
+  CHECK_THAT(error_of(other), Catch::Contains("may not speak for region 'us-east'"));
+  auto own = client("eu-west")->Call(reg("eu-west"));
+  REQUIRE(own.ok());
+  CHECK(own->register_reply().accepted());
+  // An agent key cannot use the CLI protocol.
+  v1::ControlMessage list;
+  list.mutable_list_jobs();
+  CHECK_THAT(error_of(client("eu-west")->Call(list)), Catch::Contains("is an agent key"));
+  auto listed = client("cli")->Call(list);
+  REQUIRE(listed.ok());
+  CHECK(listed->has_job_list());
+  orch.Kill(SIGKILL);
+  fs::remove_all(dir);
+}
