@@ -1,27 +1,14 @@
 // Rules of a job's `worker` section (see worker_spec_rules.h).
 #include "worker_spec_rules.h"
 
+#include "longhaul/common/environment_names.h"
+
 #include <array>
 
 namespace longhaul::orchestrator::worker_rules {
 namespace {
 
 using spec_limits::ShortQuote;
-
-// Set by the agent for every worker; docs/job-spec.md lists them.
-constexpr std::array<std::string_view, 6> kReservedEnv = {"RANK",        "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                                                          "MASTER_ADDR", "MASTER_PORT"};
-constexpr std::string_view kReservedPrefix = "LONGHAUL_";
-
-bool IsEnvName(std::string_view name) {
-  if (name.empty()) return false;
-  for (size_t i = 0; i < name.size(); ++i) {
-    const char c = name[i];
-    const bool letter = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
-    if (!(letter || (i > 0 && c >= '0' && c <= '9'))) return false;
-  }
-  return true;
-}
 
 Status Bad(const std::string& field, const std::string& rule) {
   return InvalidArgument("field '" + field + "' " + rule);
@@ -52,12 +39,10 @@ Status CheckEnv(std::string_view name, std::string_view value) {
   if (name.size() > spec_limits::kEnvName.max_bytes)
     return Bad("worker.env", "names must be at most " + std::to_string(spec_limits::kEnvName.max_bytes) +
                                  " bytes, got " + ShortQuote(name));
-  if (!IsEnvName(name)) return Bad("worker.env", "names must match [A-Za-z_][A-Za-z0-9_]*, got " + ShortQuote(name));
+  if (!IsEnvironmentName(name)) return Bad("worker.env", "names must match [A-Za-z_][A-Za-z0-9_]*, got " + ShortQuote(name));
   const std::string field = "worker.env." + std::string(name);
-  for (std::string_view reserved : kReservedEnv)
-    if (name == reserved) return Bad(field, "is set by the agent for every worker and cannot be overridden");
-  if (name.substr(0, kReservedPrefix.size()) == kReservedPrefix)
-    return Bad(field, "is reserved: the agent sets the LONGHAUL_* variables for every worker");
+  if (IsReservedEnvironmentName(name))
+    return Bad(field, "is set by the agent for every worker (LONGHAUL_* and torchrun's variables) and cannot be overridden");
   return spec_limits::CheckText(field, value, spec_limits::kEnvValue.max_bytes);
 }
 

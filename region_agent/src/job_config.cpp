@@ -1,5 +1,7 @@
 #include "longhaul/region_agent/job_config.h"
 
+#include "longhaul/common/environment_names.h"
+
 #include <array>
 #include <cctype>
 #include <cmath>
@@ -69,27 +71,6 @@ Status ParseOuter(const v1::OuterOptimizer& out, JobConfig& job) {
   return job.outer.Validate().WithContext("spec.outer");
 }
 
-// The agent sets these for every worker it starts; a job overriding them would
-// join the wrong rendezvous. orchestrator/src/worker_spec_rules.cpp refuses them
-// at submission too.
-bool IsReservedEnvName(const std::string& name) {
-  static constexpr std::array<const char*, 6> kReserved = {
-      "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
-  for (const char* r : kReserved)
-    if (name == r) return true;
-  return name.rfind("LONGHAUL_", 0) == 0;
-}
-
-bool IsEnvName(const std::string& name) {
-  if (name.empty()) return false;
-  for (size_t i = 0; i < name.size(); ++i) {
-    const char c = name[i];
-    const bool letter = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
-    if (!(letter || (i > 0 && c >= '0' && c <= '9'))) return false;
-  }
-  return true;
-}
-
 Status ParseCommand(const v1::CommandWorker& c, JobConfig& job) {
   if (c.argv_size() == 0) return InvalidArgument("spec.worker.command is empty");
   JobConfig::CommandWorker cmd;
@@ -99,9 +80,9 @@ Status ParseCommand(const v1::CommandWorker& c, JobConfig& job) {
     cmd.argv.push_back(c.argv(i));
   }
   for (const auto& [name, value] : c.env()) {
-    if (!IsEnvName(name))
+    if (!IsEnvironmentName(name))
       return InvalidArgument("spec.worker.env: '" + name.substr(0, 32) + "' is not a variable name");
-    if (IsReservedEnvName(name))
+    if (IsReservedEnvironmentName(name))
       return InvalidArgument("spec.worker.env." + name + " is reserved: the agent sets it for every worker");
     if (value.find('\0') != std::string::npos)
       return InvalidArgument("spec.worker.env." + name + " contains a NUL byte");

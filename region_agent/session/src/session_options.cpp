@@ -18,7 +18,6 @@ constexpr const char* kAllowlist = "LONGHAUL_ALLOWLIST";
 constexpr const char* kCollectiveMs = "LONGHAUL_COLLECTIVE_TIMEOUT_MS";
 constexpr const char* kLinkIoMs = "LONGHAUL_LINK_IO_TIMEOUT_MS";
 constexpr const char* kValidationBatches = "LONGHAUL_VALIDATION_BATCHES";
-constexpr const char* kTorchrun[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
 
 Result<std::string> Required(const char* name) {
   const char* v = std::getenv(name);
@@ -111,14 +110,6 @@ Result<SessionOptions> SessionOptionsFromEnvironment() {
   o.validation_batches = static_cast<int>(batches);
   LONGHAUL_RETURN_IF_ERROR(o.Validate());
   return o;
-}
-
-bool IsReservedEnvironmentName(const std::string& name) {
-  if (name.rfind("LONGHAUL_", 0) == 0) return true;
-  for (const char* t : kTorchrun) {
-    if (name == t) return true;
-  }
-  return false;
 }
 
 }  // namespace longhaul::session

@@ -58,8 +58,4 @@ std::map<std::string, std::string> WorkerEnvironment(const SessionOptions& optio
 // the variable when one is missing ("not started by a longhaul agent?").
 Result<SessionOptions> SessionOptionsFromEnvironment();
 
-// True when `name` is set by the agent (LONGHAUL_* or a torchrun variable): a
-// job spec's worker.env may not override it.
-bool IsReservedEnvironmentName(const std::string& name);
-
 }  // namespace longhaul::session

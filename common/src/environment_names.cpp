@@ -1,0 +1,26 @@
+#include "longhaul/common/environment_names.h"
+
+#include <array>
+
+namespace longhaul {
+
+bool IsEnvironmentName(std::string_view name) {
+  if (name.empty()) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool letter = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+    if (!(letter || (i > 0 && c >= '0' && c <= '9'))) return false;
+  }
+  return true;
+}
+
+bool IsReservedEnvironmentName(std::string_view name) {
+  static constexpr std::array<std::string_view, 6> kTorchrun = {"RANK",        "WORLD_SIZE", "LOCAL_RANK",
+                                                                "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
+  for (auto t : kTorchrun) {
+    if (name == t) return true;
+  }
+  return name.substr(0, 9) == "LONGHAUL_";
+}
+
+}  // namespace longhaul
