@@ -56,11 +56,12 @@ struct Options {
   std::vector<uint32_t> hs = {10, 50, 100};
   std::vector<std::string> codecs = {"int8", "fp4"};
   std::vector<uint32_t> fp32_hs = {50};
-  std::vector<double> lrs = {1.5e-3, 3e-3, 6e-3};
+  std::vector<double> lrs = {1.5e-3, 3e-3, 6e-3, 1.2e-2};
   uint32_t batch = 16;
   uint32_t warmup = 20;
   double outer_lr = 0.7;
-  std::vector<double> outer_momenta = {0.9};
+  // The DiLoCo default 0.9, and 0.5 (as bench/convergence uses): 6-60 outer steps are few for 0.9.
+  std::vector<double> outer_momenta = {0.9, 0.5};
   uint32_t context = 32, d_model = 48, layers = 1, heads = 2;
   std::string text_file = "/usr/share/common-licenses/GPL-3";
   std::string python = LONGHAUL_PYTHON;
@@ -85,8 +86,8 @@ Result<std::vector<Policy>> Plan(const Options& o) {
   }
   for (const auto& x : p)
     if (x.kind == "diloco" && o.total_steps % x.h != 0)
-      return InvalidArgument("--total-steps " + std::to_string(o.total_steps) + " is not a multiple of H=" +
-                             std::to_string(x.h));
+      return InvalidArgument("--total-steps " + std::to_string(o.total_steps) +
+                             " is not a multiple of H=" + std::to_string(x.h));
   return p;
 }
 
@@ -115,11 +116,11 @@ v1::JobSpec SpecFor(const Policy& p, double lr, const Options& o, const std::vec
   s.mutable_data()->mutable_text_file()->set_path(o.text_file);
   s.mutable_data()->mutable_text_file()->set_validation_fraction(0.05);
   bench::CommandWorkerOptions w;
-  w.argv = {o.python,        (fs::path(o.example_dir) / "train.py").string(),
-            "--context",     std::to_string(o.context),
-            "--d-model",     std::to_string(o.d_model),
-            "--layers",      std::to_string(o.layers),
-            "--heads",       std::to_string(o.heads)};
+  w.argv = {o.python,    (fs::path(o.example_dir) / "train.py").string(),
+            "--context", std::to_string(o.context),
+            "--d-model", std::to_string(o.d_model),
+            "--layers",  std::to_string(o.layers),
+            "--heads",   std::to_string(o.heads)};
   w.working_dir = o.example_dir;
   bench::SetCommandWorker(s, w);
   return s;
@@ -163,20 +164,25 @@ std::string Table(const std::vector<Policy>& plan, const std::vector<Run>& runs,
         }
     const bool is_sync = b == sync;
     const double gap = sync ? s.val_loss() / sync->run.status.val_loss() - 1 : NAN;
-    const double reduction = sync && s.wan_bytes() > 0
-                                 ? static_cast<double>(sync->run.status.wan_bytes()) / static_cast<double>(s.wan_bytes())
-                                 : NAN;
+    const double reduction = sync && s.wan_bytes() > 0 ? static_cast<double>(sync->run.status.wan_bytes()) /
+                                                             static_cast<double>(s.wan_bytes())
+                                                       : NAN;
     t << "| " << b->policy.Label() << " | " << s.total_rounds() << " | " << Fmt("%g", b->lr) << " | "
       << Fmt("%.4f", s.val_loss()) << " | " << sweep << " | "
-      << (is_sync ? std::string("-") : sync ? Fmt("%+.2f%%", 100 * gap) : std::string("-")) << " | "
-      << orch::HumanBytes(static_cast<double>(s.wan_bytes())) << " | "
-      << (is_sync ? std::string("1x") : sync ? Fmt("%.0fx", reduction) : std::string("-")) << " | "
-      << orch::HumanSeconds(s.wall_seconds()) << " |\n";
+      << (is_sync ? std::string("-")
+          : sync  ? Fmt("%+.2f%%", 100 * gap)
+                  : std::string("-"))
+      << " | " << orch::HumanBytes(static_cast<double>(s.wan_bytes())) << " | "
+      << (is_sync ? std::string("1x")
+          : sync  ? Fmt("%.0fx", reduction)
+                  : std::string("-"))
+      << " | " << orch::HumanSeconds(s.wall_seconds()) << " |\n";
   }
-  t << "\n" << o.regions << " regions on " << (o.wan_emulation ? "linkem WAN links" : "plain loopback links")
-    << "; every run " << o.total_steps << " inner steps per worker, batch " << o.batch << ", CharLM --context "
-    << o.context << " --d-model " << o.d_model << " --layers " << o.layers << " --heads " << o.heads << " on "
-    << o.text_file << " (last 5% held out; each region trains on its own third of the rest). Inner AdamW (betas "
+  t << "\n"
+    << o.regions << " regions on " << (o.wan_emulation ? "linkem WAN links" : "plain loopback links") << "; every run "
+    << o.total_steps << " inner steps per worker, batch " << o.batch << ", CharLM --context " << o.context
+    << " --d-model " << o.d_model << " --layers " << o.layers << " --heads " << o.heads << " on " << o.text_file
+    << " (last 5% held out; each region trains on its own third of the rest). Inner AdamW (betas "
     << "0.9/0.95, no weight decay, " << o.warmup << " warm-up steps, cosine to 10%) at each lr of the sweep; "
     << "each policy shown at its best. DiLoCo outer Nesterov lr " << o.outer_lr << ", momentum";
   for (size_t i = 0; i < o.outer_momenta.size(); ++i) t << (i ? " / " : " ") << Fmt("%g", o.outer_momenta[i]);
@@ -200,10 +206,10 @@ void WriteTsv(const std::vector<Run>& runs, const std::vector<Policy>& plan, con
       curve += Fmt("%.4f", c.val_loss);
     }
     o << r.policy.Label() << "\t" << r.policy.kind << "\t" << (r.policy.kind == "sync" ? 1 : r.policy.h) << "\t"
-      << orch::CodecName(r.policy.codec) << "\t" << (r.policy.kind == "sync" ? std::string("-") : Fmt("%g", r.policy.outer_momentum))
-      << "\t" << Fmt("%g", r.lr) << "\t" << s.total_rounds() << "\t"
-      << Fmt("%.4f", s.val_loss()) << "\t" << s.wan_bytes() << "\t" << Fmt("%.1f", s.wall_seconds()) << "\t"
-      << (is_best ? 1 : 0) << "\t" << curve << "\n";
+      << orch::CodecName(r.policy.codec) << "\t"
+      << (r.policy.kind == "sync" ? std::string("-") : Fmt("%g", r.policy.outer_momentum)) << "\t" << Fmt("%g", r.lr)
+      << "\t" << s.total_rounds() << "\t" << Fmt("%.4f", s.val_loss()) << "\t" << s.wan_bytes() << "\t"
+      << Fmt("%.1f", s.wall_seconds()) << "\t" << (is_best ? 1 : 0) << "\t" << curve << "\n";
   }
 }
 

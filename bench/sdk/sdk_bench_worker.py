@@ -113,7 +113,7 @@ def main() -> int:
 
     ns = time.perf_counter_ns
     timer, empty, step_float, step_tensor = [], [], [], []
-    loss_t = torch.tensor(0.5)
+    loss_t = (torch.ones(1, requires_grad=True) * 0.5).sum()  # a 0-dim loss with a grad_fn, like a real one
     k = 0  # step() calls in the current round; the H-th is the sync point
     while not diloco.finished:
         if args.touch == "all":

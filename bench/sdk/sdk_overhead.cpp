@@ -48,9 +48,9 @@ constexpr int kAgentValidationBatches = 4;  // longhaul-agent --validation-batch
 struct Options {
   std::vector<double> sizes_m = {2, 50};
   uint32_t regions = 2;
-  uint32_t rounds = 6;
+  uint32_t rounds = 8;
   uint32_t h = 2;
-  uint32_t repeats = 2;
+  uint32_t repeats = 3;
   uint32_t batch = 1;
   uint32_t step_h = 2000;
   uint32_t step_rounds = 2;
@@ -99,7 +99,8 @@ v1::JobSpec BaseSpec(const std::string& name, const Options& o, const std::vecto
   return s;
 }
 
-v1::JobSpec BuiltinSpec(const trainer::ModelConfig& m, const Options& o, const std::vector<orch::LocalRegion>& regions) {
+v1::JobSpec BuiltinSpec(const trainer::ModelConfig& m, const Options& o,
+                        const std::vector<orch::LocalRegion>& regions) {
   v1::JobSpec s = BaseSpec("sdk-bench built-in " + std::to_string(ParamCount(m)), o, regions, o.rounds, o.h);
   s.set_model_preset(m.preset);
   auto* b = s.mutable_worker()->mutable_builtin();
@@ -116,20 +117,13 @@ v1::JobSpec SdkSpec(const std::string& name, const trainer::ModelConfig& m, cons
                     const fs::path& result_dir) {
   v1::JobSpec s = BaseSpec(name, o, regions, rounds, h);
   bench::CommandWorkerOptions w;
-  w.argv = {o.python,
-            o.worker_script,
-            "--context",
-            std::to_string(m.context),
-            "--embed",
-            std::to_string(m.embed_dim),
-            "--hidden",
-            std::to_string(m.hidden_dim),
-            "--layers",
-            std::to_string(m.hidden_layers),
-            "--touch",
-            time_steps ? "none" : "all",
-            "--result-dir",
-            result_dir.string()};
+  w.argv = {o.python,       o.worker_script,
+            "--context",    std::to_string(m.context),
+            "--embed",      std::to_string(m.embed_dim),
+            "--hidden",     std::to_string(m.hidden_dim),
+            "--layers",     std::to_string(m.hidden_layers),
+            "--touch",      time_steps ? "none" : "all",
+            "--result-dir", result_dir.string()};
   if (time_steps) w.argv.push_back("--time-steps");
   bench::SetCommandWorker(s, w);
   return s;
@@ -140,6 +134,7 @@ v1::JobSpec SdkSpec(const std::string& name, const trainer::ModelConfig& m, cons
 struct RoundFigures {
   double compute = 0, comm = 0, non_compute = 0, wall = 0;
   size_t rounds = 0;
+  double non_compute_p25 = 0, non_compute_p75 = 0;  // the spread over rounds
 };
 
 RoundFigures Measure(const std::vector<bench::E2eRun>& runs) {
@@ -156,7 +151,14 @@ RoundFigures Measure(const std::vector<bench::E2eRun>& runs) {
       wall.push_back(r.wall_seconds);
     }
   }
-  return {bench::Median(compute), bench::Median(comm), bench::Median(non_compute), bench::Median(wall), compute.size()};
+  RoundFigures f{bench::Median(compute), bench::Median(comm), bench::Median(non_compute), bench::Median(wall),
+                 compute.size()};
+  std::sort(non_compute.begin(), non_compute.end());
+  if (!non_compute.empty()) {
+    f.non_compute_p25 = non_compute[non_compute.size() / 4];
+    f.non_compute_p75 = non_compute[(3 * non_compute.size()) / 4];
+  }
+  return f;
 }
 
 // The built-in worker's validation as the agent runs it (kAgentValidationBatches
@@ -200,17 +202,23 @@ struct OuterRow {
 
 std::string OuterTable(const std::vector<OuterRow>& rows, const Options& o, bool* met) {
   std::ostringstream t;
-  t << "| params | worker | compute / round | comm | non-compute | of which validation | outer step | SDK / built-in |\n"
-    << "|---|---|---|---|---|---|---|---|\n";
+  t << "| params | worker | rounds | compute / round | comm | non-compute (p25-p75) | of which validation | outer step "
+       "| "
+       "SDK / built-in |\n"
+    << "|---|---|---|---|---|---|---|---|---|\n";
+  auto spread = [](const RoundFigures& f) {
+    return Ms(f.non_compute) + " (" + Fmt("%.0f", 1000 * f.non_compute_p25) + "-" +
+           Fmt("%.0f", 1000 * f.non_compute_p75) + ")";
+  };
   *met = !rows.empty();
   for (const auto& r : rows) {
     const std::string n = std::to_string(ParamCount(r.model));
-    t << "| " << n << " | built-in (longhaul-worker) | " << Ms(r.builtin.compute) << " | " << Ms(r.builtin.comm)
-      << " | " << Ms(r.builtin.non_compute) << " | " << Ms(r.validation) << " | " << Ms(r.builtin_outer())
+    t << "| " << n << " | built-in (longhaul-worker) | " << r.builtin.rounds << " | " << Ms(r.builtin.compute) << " | "
+      << Ms(r.builtin.comm) << " | " << spread(r.builtin) << " | " << Ms(r.validation) << " | " << Ms(r.builtin_outer())
       << " | 1x |\n";
-    t << "| " << n << " | SDK (longhaul.torch) | " << Ms(r.sdk.compute) << " | " << Ms(r.sdk.comm) << " | "
-      << Ms(r.sdk.non_compute) << " | 0 (eval_fn returns a constant) | " << Ms(r.sdk.non_compute) << " | "
-      << Fmt("%.2fx", r.ratio()) << " |\n";
+    t << "| " << n << " | SDK (longhaul.torch) | " << r.sdk.rounds << " | " << Ms(r.sdk.compute) << " | "
+      << Ms(r.sdk.comm) << " | " << spread(r.sdk) << " | 0 (eval_fn returns a constant) | " << Ms(r.sdk.non_compute)
+      << " | " << Fmt("%.2fx", r.ratio()) << " |\n";
     *met = *met && r.ratio() <= 1.10;
   }
   t << "\nModel: ByteLM tensors, context 16, embed 48, 3 hidden layers of width";
@@ -222,18 +230,20 @@ std::string OuterTable(const std::vector<OuterRow>& rows, const Options& o, bool
        "from the round's start to the end of its outer step and validation; compute: the time between step() "
        "calls, mean over regions). comm = time waiting on the cross-region all-reduce (codec and ring). outer step "
        "= non-compute less the built-in worker's validation (timed in the bench process on the same model; the "
-       "SDK worker's eval_fn does no work). Any compute skew between regions also lands in non-compute, for both.\n"
+       "SDK worker's eval_fn does no work). The built-in worker also saves its AdamW moments at every round's "
+       "start (so an abort can roll them back); the SDK does not roll back the inner optimizer. Any compute skew "
+       "between regions also lands in non-compute, for both. rounds: how many rounds the medians are over.\n"
     << "Target: SDK outer step <= 1.10x the built-in's at the same parameter count: " << (*met ? "met" : "not met")
     << ".\n";
   return t.str();
 }
 
-struct StepFigures {
+struct WorkerFigures {
   nlohmann::json result;  // what sdk_bench_worker.py wrote (first region's rank 0)
   std::string region;
 };
 
-std::string StepTable(const StepFigures& f, const Options& o, bool* met) {
+std::string StepTable(const WorkerFigures& f, const Options& o, bool* met) {
   const auto& j = f.result;
   auto row = [&](const char* what, const char* key) {
     const auto& s = j[key];
@@ -245,29 +255,32 @@ std::string StepTable(const StepFigures& f, const Options& o, bool* met) {
     << row("two back-to-back perf_counter_ns() (the timer itself)", "timer_pair")
     << row("empty Python function f(loss=0.5, tokens=16) (baseline)", "empty_call")
     << row("diloco.step(loss=0.5, tokens=16), no-op", "step_float")
-    << row("diloco.step(loss=<0-dim tensor>, tokens=16), no-op", "step_tensor");
+    << row("diloco.step(loss=<0-dim tensor with a grad_fn>, tokens=16), no-op", "step_tensor");
   const double step = j["step_float"]["median_ns"].get<double>(), empty = j["empty_call"]["median_ns"].get<double>();
+  const double tensor = j["step_tensor"]["median_ns"].get<double>();
   *met = step > 0 && step < 5000;
-  t << "\nWorker of region " << f.region << ", rank 0, " << j["params"].get<long>() << " parameters, "
-    << o.step_rounds << " round(s) of H=" << o.step_h << " with empty inner steps; every step() call but the round's "
+  t << "\nWorker of region " << f.region << ", rank 0, " << j["params"].get<long>() << " parameters, " << o.step_rounds
+    << " round(s) of H=" << o.step_h << " with empty inner steps; every step() call but the round's "
     << "last (the sync point) is timed, alternating a float and a tensor loss. Each figure includes one "
        "perf_counter_ns() call. step() costs "
-    << Us(step - empty) << " more than the empty call (median): the wrapper, pybind11, releasing and retaking the "
-       "GIL, and Session::Step's bookkeeping.\n"
+    << Us(step - empty)
+    << " more than the empty call (median): the wrapper, pybind11, releasing and retaking the "
+       "GIL, and Session::Step's bookkeeping. A tensor loss adds "
+    << Us(tensor - step) << ": DiLoCo.step converts it with float(loss.detach()).\n"
     << "Target: no-op step() median < 5 us: " << Us(step) << " -> " << (*met ? "met" : "not met") << ".\n";
   return t.str();
 }
 
-Result<StepFigures> ReadStepResult(const fs::path& dir, const std::string& job_id, const std::string& region) {
-  // The job succeeds when its last round commits; the worker writes the file
-  // right after, while it exits.
+Result<WorkerFigures> ReadWorkerFigures(const fs::path& dir, const std::string& job_id, const std::string& region) {
+  // The worker writes it just before its last step() (the agent stops the
+  // workers once the last round commits); the job may end a moment earlier.
   const fs::path file = dir / (job_id + "-" + region + "-rank0.json");
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (!fs::exists(file) && std::chrono::steady_clock::now() < give_up)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   std::ifstream in(file);
   if (!in) return NotFound("no figures from the SDK worker at " + file.string());
-  StepFigures f;
+  WorkerFigures f;
   f.region = region;
   try {
     in >> f.result;
@@ -338,11 +351,12 @@ int main(int argc, char** argv) {
         if (!b.ok()) return Fail(b.status(), c);
         builtin_runs.push_back(std::move(*b));
         auto s = bench::RunJob(
-            c, SdkSpec("sdk-bench SDK " + std::to_string(n), row.model, o, co.regions, o.rounds, o.h, false, result_dir),
+            c,
+            SdkSpec("sdk-bench SDK " + std::to_string(n), row.model, o, co.regions, o.rounds, o.h, false, result_dir),
             timeout);
         if (!s.ok()) return Fail(s.status(), c);
         // The SDK worker reports the parameters longhaul.torch carried: the same count, or the comparison is off.
-        auto carried = ReadStepResult(result_dir, s->status.job_id(), co.regions[0].name);
+        auto carried = ReadWorkerFigures(result_dir, s->status.job_id(), co.regions[0].name);
         if (!carried.ok()) return Fail(carried.status(), c);
         if (carried->result["params"].get<uint64_t>() != n)
           return Fail(Internal("the SDK worker carried " + carried->result["params"].dump() + " parameters, not " +
@@ -369,7 +383,7 @@ int main(int argc, char** argv) {
     auto run = bench::RunJob(
         c, SdkSpec("sdk-bench step timing", m, o, co.regions, o.step_rounds, o.step_h, true, result_dir), timeout);
     if (!run.ok()) return Fail(run.status(), c);
-    auto f = ReadStepResult(result_dir, run->status.job_id(), co.regions[0].name);
+    auto f = ReadWorkerFigures(result_dir, run->status.job_id(), co.regions[0].name);
     if (!f.ok()) return Fail(f.status(), c);
     step_table = StepTable(*f, o, &step_met);
     std::printf("Part 2: cost of a no-op diloco.step() against an empty Python call\n\n%s\n", step_table.c_str());
