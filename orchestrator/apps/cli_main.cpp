@@ -56,7 +56,12 @@ int main(int argc, char** argv) {
   app.add_subcommand("jobs", "list jobs");
   auto* cancel = app.add_subcommand("cancel", "cancel a job");
   cancel->add_option("JOB", job_id, "job id")->required();
-  app.add_subcommand("regions", "list regions and their health");
+  auto* regions = app.add_subcommand("regions", "list regions and their health");
+  std::string region_name;
+  bool force = false;
+  auto* remove = regions->add_subcommand("remove", "forget a region and release its name's binding to an agent key");
+  remove->add_option("REGION", region_name, "region name")->required();
+  remove->add_flag("--force", force, "remove it even while its agent is up (the agent registers again at once)");
   auto* keys = app.add_subcommand("keys", "CURVE key management");
   keys->require_subcommand(1);
   auto* gen = keys->add_subcommand("gen", "generate a key pair: DIR/NAME.key (secret) and DIR/NAME.pub");
@@ -94,7 +99,8 @@ int main(int argc, char** argv) {
   if (*status) return CliStatus(ctx, job_id, watch, std::chrono::milliseconds(static_cast<long long>(interval_s * 1000)));
   if (app.got_subcommand("jobs")) return CliJobs(ctx);
   if (*cancel) return CliCancel(ctx, job_id);
-  if (app.got_subcommand("regions")) return CliRegions(ctx);
+  if (*remove) return CliRemoveRegion(ctx, region_name, force);
+  if (*regions) return CliRegions(ctx);
   if (*gen) return CliKeysGen(ctx, keys_dir, keys_name);
   if (*demo) {
     if (demo_options.bin_dir.empty()) demo_options.bin_dir = DefaultBinDir(argv[0]);

@@ -87,10 +87,14 @@ void ControlServer::HandleIncoming(Orchestrator& orchestrator, OrchestratorMetri
     *reply.mutable_error() = proto::ToWireError(msg.status());
     return Send(identity, reply);
   }
+  PeerKey peer_key;
   if (!options_.insecure) {
     // The ZAP handler made the client's public key the message's User-Id.
     const char* key = parts[1].gets("User-Id");
-    Status allowed = AuthorizeControl(*msg, options_.allowlist.RoleOf(key != nullptr ? key : ""));
+    peer_key.public_key = key != nullptr ? key : "";
+    const wan_transport::KeyRole* role = options_.allowlist.RoleOf(peer_key.public_key);
+    if (role) peer_key.name = role->name;
+    Status allowed = AuthorizeControl(*msg, role);
     if (!allowed.ok()) {
       reject("forbidden", allowed.message());
       v1::ControlMessage reply;
@@ -100,7 +104,7 @@ void ControlServer::HandleIncoming(Orchestrator& orchestrator, OrchestratorMetri
       return Send(identity, reply);
     }
   }
-  orchestrator.Handle(identity, *msg);
+  orchestrator.Handle(identity, *msg, peer_key);
 }
 
 Status ControlServer::Run(Orchestrator& orchestrator, const std::atomic<bool>& stop, OrchestratorMetrics* metrics) {

@@ -33,7 +33,7 @@ Result<std::unique_ptr<Orchestrator>> Orchestrator::Create(StateStore* store, co
 
 Status Orchestrator::Restore() {
   LONGHAUL_ASSIGN_OR_RETURN(auto regions, store_->LoadRegions());
-  for (const auto& r : regions) registry_.AddKnown(r.name, r.capacity, r.data_host);
+  for (const auto& r : regions) registry_.AddKnown(r.name, r.capacity, r.data_host, {r.agent_key, r.agent_key_name});
   LONGHAUL_ASSIGN_OR_RETURN(auto jobs, store_->LoadJobs());
   for (auto& rec : jobs) {
     auto job = std::make_unique<Job>();
@@ -106,10 +106,11 @@ bool Orchestrator::FromRegistered(const std::string& identity, const std::string
   return false;
 }
 
-void Orchestrator::Handle(const std::string& identity, const v1::ControlMessage& msg) {
+void Orchestrator::Handle(const std::string& identity, const v1::ControlMessage& msg, const PeerKey& key) {
   using B = v1::ControlMessage::BodyCase;
   switch (msg.body_case()) {
-    case B::kRegisterRegion: return HandleRegister(identity, msg);
+    case B::kRegisterRegion: return HandleRegister(identity, msg, key);
+    case B::kRemoveRegion: return HandleRemoveRegion(identity, msg);
     case B::kHeartbeat: return HandleHeartbeat(identity, msg);
     case B::kJobReady: return HandleJobReady(identity, msg);
     case B::kJobRejected: return HandleJobRejected(identity, msg);
@@ -147,23 +148,61 @@ void Orchestrator::Handle(const std::string& identity, const v1::ControlMessage&
   }
 }
 
-void Orchestrator::HandleRegister(const std::string& identity, const v1::ControlMessage& msg) {
+void Orchestrator::HandleRegister(const std::string& identity, const v1::ControlMessage& msg, const PeerKey& key) {
   const auto& reg = msg.register_region();
   v1::ControlMessage reply;
   auto* r = reply.mutable_register_reply();
   r->set_heartbeat_interval_ms(static_cast<uint32_t>(options_.timeouts.heartbeat_interval.count()));
-  if (auto refused = registry_.Register(identity, reg)) {
+  auto refuse = [&](const std::string& why, const std::string& reason) {
     r->set_accepted(false);
-    r->set_reason(*refused);
-    Reject("bad_registration", *refused);
-    return Reply(identity, msg, std::move(reply));
+    r->set_reason(reason);
+    Reject(why, reason);
+    Reply(identity, msg, std::move(reply));
+  };
+  if (auto refused = registry_.RegisterRefusal(reg, key)) return refuse("bad_registration", *refused);
+  // The name's binding to its key is durable before the agent hears "registered".
+  const RegionEntry* known = registry_.Find(reg.region());
+  const PeerKey bound = known && !known->agent_key.public_key.empty() ? known->agent_key : key;
+  Status saved = store_->SaveRegion(
+      {reg.region(), reg.capacity(), reg.data_host(), clock_.UnixSeconds(), bound.public_key, bound.name});
+  if (!saved.ok()) {
+    spdlog::error("saving region {}: {}", reg.region(), saved.ToString());
+    return refuse("state_write_failed", "the orchestrator could not record region '" + reg.region() +
+                                            "' in its state file: " + saved.message());
   }
+  registry_.Register(identity, reg, key);
   r->set_accepted(true);
   r->set_reason("registered");
-  spdlog::info("region {} registered ({} workers, data host {})", reg.region(), reg.capacity().workers(),
-               reg.data_host());
-  Status saved = store_->SaveRegion({reg.region(), reg.capacity(), reg.data_host(), clock_.UnixSeconds()});
-  if (!saved.ok()) spdlog::error("saving region {}: {}", reg.region(), saved.ToString());
+  spdlog::info("region {} registered ({} workers, data host {}{})", reg.region(), reg.capacity().workers(),
+               reg.data_host(), bound.name.empty() ? "" : ", agent key " + bound.name);
+  Reply(identity, msg, std::move(reply));
+}
+
+void Orchestrator::HandleRemoveRegion(const std::string& identity, const v1::ControlMessage& msg) {
+  const auto& req = msg.remove_region();
+  const std::string name = req.region().substr(0, 64);
+  const RegionEntry* r = registry_.Find(req.region());
+  if (!r) return ReplyError(identity, msg, NotFound("unknown region '" + name + "'"));
+  for (const auto& [id, job] : jobs_) {
+    if (!job->active()) continue;
+    for (const auto& m : job->members)
+      if (m.region == r->name)
+        return ReplyError(identity, msg,
+                          FailedPrecondition("region '" + name + "' takes part in job " + id + " (" + job->rec.state +
+                                             "); cancel the job first"));
+  }
+  if (r->up && !req.force())
+    return ReplyError(identity, msg,
+                      FailedPrecondition("region '" + name + "' is up (its agent is heartbeating); stop the agent "
+                                         "first, or pass --force (a live agent registers again at once)"));
+  if (Status s = store_->DeleteRegion(r->name); !s.ok())
+    return ReplyError(identity, msg, s.WithContext("removing region '" + name + "' from the state file"));
+  v1::ControlMessage reply;
+  reply.mutable_remove_region_reply()->set_region(r->name);
+  reply.mutable_remove_region_reply()->set_released_key(r->agent_key.name);
+  spdlog::info("region {} removed by request{}", r->name,
+               r->agent_key.name.empty() ? "" : "; released agent key " + r->agent_key.name);
+  registry_.Remove(r->name);
   Reply(identity, msg, std::move(reply));
 }
 

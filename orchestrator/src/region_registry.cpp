@@ -7,14 +7,23 @@
 
 namespace longhaul::orchestrator {
 
-std::optional<std::string> RegionRegistry::Register(const std::string& identity, const v1::RegisterRegion& msg) {
+std::optional<std::string> RegionRegistry::RegisterRefusal(const v1::RegisterRegion& msg, const PeerKey& key) const {
   if (msg.region().empty()) return std::string("region name is empty");
   if (msg.region().size() > 64) return std::string("region name is longer than 64 characters");
   for (char c : msg.region())
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
       return "region name '" + msg.region() + "' may contain only letters, digits, '-', '_' and '.'";
+  const RegionEntry* known = Find(msg.region());
+  if (known && !known->agent_key.public_key.empty() && known->agent_key.public_key != key.public_key)
+    return "region '" + msg.region() + "' is bound to agent key '" + known->agent_key.name + "', not '" + key.name +
+           "'; `longhaul regions remove " + msg.region() + "` releases the name";
+  return std::nullopt;
+}
+
+void RegionRegistry::Register(const std::string& identity, const v1::RegisterRegion& msg, const PeerKey& key) {
   RegionEntry& r = regions_[msg.region()];
   r.name = msg.region();
+  if (r.agent_key.public_key.empty()) r.agent_key = key;
   r.identity = identity;
   r.capacity = msg.capacity();
   r.data_host = msg.data_host();
@@ -24,7 +33,6 @@ std::optional<std::string> RegionRegistry::Register(const std::string& identity,
   r.heartbeat_seen = false;
   r.detail.clear();
   r.running_jobs.clear();
-  return std::nullopt;
 }
 
 Status RegionRegistry::Heartbeat(const std::string& identity, const v1::Heartbeat& msg) {
@@ -43,10 +51,12 @@ Status RegionRegistry::Heartbeat(const std::string& identity, const v1::Heartbea
   return Status::Ok();
 }
 
-void RegionRegistry::AddKnown(const std::string& name, const v1::Capacity& capacity, const std::string& data_host) {
+void RegionRegistry::AddKnown(const std::string& name, const v1::Capacity& capacity, const std::string& data_host,
+                              const PeerKey& agent_key) {
   if (regions_.count(name)) return;
   RegionEntry& r = regions_[name];
   r.name = name;
+  r.agent_key = agent_key;
   r.capacity = capacity;
   r.data_host = data_host;
   r.up = false;
@@ -131,6 +141,7 @@ std::vector<v1::RegionInfo> RegionRegistry::Describe() const {
                                       ? -1.0
                                       : std::chrono::duration<double>(clock_.Now() - r.last_heard).count());
     info.set_detail(r.detail);
+    info.set_agent_key(r.agent_key.name);
     out.push_back(std::move(info));
   }
   return out;

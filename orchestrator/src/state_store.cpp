@@ -9,7 +9,7 @@
 namespace longhaul::orchestrator {
 namespace {
 
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 
 // Migration i brings the schema from version i to i+1.
 const char* const kMigrations[] = {
@@ -39,6 +39,9 @@ CREATE INDEX events_by_job ON events (job_id, id);
 )sql",
     // 2: the time the trainer computed during a round (utilisation = compute / wall).
     "ALTER TABLE rounds ADD COLUMN compute_seconds REAL NOT NULL DEFAULT 0;",
+    // 3: the agent key a region's name is bound to (`longhaul regions remove` releases it).
+    "ALTER TABLE regions ADD COLUMN agent_key TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE regions ADD COLUMN agent_key_name TEXT NOT NULL DEFAULT '';",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion);
 
@@ -329,17 +332,26 @@ Result<std::vector<CommittedRound>> StateStore::LoadRounds(const std::string& jo
 }
 
 Status StateStore::SaveRegion(const RegionRecord& region) {
-  Stmt q(db_, "INSERT OR REPLACE INTO regions (name, capacity, data_host, last_seen) VALUES (?,?,?,?)");
+  Stmt q(db_,
+         "INSERT OR REPLACE INTO regions (name, capacity, data_host, last_seen, agent_key, agent_key_name) "
+         "VALUES (?,?,?,?,?,?)");
   return q.Text(1, region.name)
       .Bind(2, region.capacity.SerializeAsString())
       .Text(3, region.data_host)
       .Bind(4, region.last_seen)
+      .Text(5, region.agent_key)
+      .Text(6, region.agent_key_name)
       .Run();
+}
+
+Status StateStore::DeleteRegion(const std::string& name) {
+  Stmt q(db_, "DELETE FROM regions WHERE name=?");
+  return q.Text(1, name).Run();
 }
 
 Result<std::vector<RegionRecord>> StateStore::LoadRegions() {
   std::vector<RegionRecord> out;
-  Stmt q(db_, "SELECT name, capacity, data_host, last_seen FROM regions ORDER BY name");
+  Stmt q(db_, "SELECT name, capacity, data_host, last_seen, agent_key, agent_key_name FROM regions ORDER BY name");
   Status err;
   while (q.Step(&err)) {
     RegionRecord r;
@@ -347,6 +359,8 @@ Result<std::vector<RegionRecord>> StateStore::LoadRegions() {
     (void)r.capacity.ParseFromString(q.Blob(1));
     r.data_host = q.Blob(2);
     r.last_seen = q.Real(3);
+    r.agent_key = q.Blob(4);
+    r.agent_key_name = q.Blob(5);
     out.push_back(std::move(r));
   }
   LONGHAUL_RETURN_IF_ERROR(err);

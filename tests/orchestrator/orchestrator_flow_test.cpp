@@ -48,15 +48,15 @@ class Rig {
   StateStore& store() { return *store_; }
 
   std::vector<Sent> Take() { return std::exchange(sent_, {}); }
-  void Send(const std::string& from, v1::ControlMessage m) {
+  void Send(const std::string& from, v1::ControlMessage m, const PeerKey& key = {}) {
     m.set_request_id(++rid_);
-    orch_->Handle(from, m);
+    orch_->Handle(from, m, key);
   }
-  void Register(const std::string& region, const std::string& identity) {
+  void Register(const std::string& region, const std::string& identity, const PeerKey& key = {}) {
     v1::ControlMessage m;
     m.mutable_register_region()->set_region(region);
     m.mutable_register_region()->mutable_capacity()->set_workers(4);
-    Send(identity, m);
+    Send(identity, m, key);
   }
   void Heartbeat(const std::string& region, const std::string& identity, std::vector<std::string> jobs = {}) {
     v1::ControlMessage m;
@@ -358,4 +358,70 @@ TEST_CASE("a region still stopping an ended job gets no new job until its heartb
   rig.Pass(200ms, kAll, {});  // a's workers are gone: its heartbeats list no job
   CHECK(Count(rig.Take(), v1::ControlMessage::kJobAssignment) == 3);
   CHECK(rig.o().JobStatusOf(job).value().state() == "scheduled");
+}
+
+TEST_CASE("flow: a region name stays bound to the agent key that registered it until `regions remove`",
+          "[flow][roles]") {
+  Rig rig("binding");
+  const PeerKey first{"K1-public", "eu-agent"}, second{"K2-public", "spare-agent"};
+  auto reply = [&rig]() {
+    for (auto& s : rig.Take())
+      if (s.msg.has_register_reply() || s.msg.has_error() || s.msg.has_remove_region_reply()) return s.msg;
+    FAIL("no reply");
+    return v1::ControlMessage{};
+  };
+  rig.Register("eu", "id-1", first);
+  REQUIRE(reply().register_reply().accepted());
+  // The same key from a new connection (agent restart) is welcome.
+  rig.Register("eu", "id-1b", first);
+  CHECK(reply().register_reply().accepted());
+  // Another key is refused, with the binding named, and the region keeps its agent.
+  rig.Register("eu", "id-2", second);
+  auto refused = reply();
+  CHECK_FALSE(refused.register_reply().accepted());
+  CHECK_THAT(refused.register_reply().reason(), Catch::Contains("bound to agent key 'eu-agent'"));
+  CHECK(rig.o().registry().Find("eu")->identity == "id-1b");
+
+  // The binding survives a restart (it is in the state file).
+  rig.Start();
+  CHECK(rig.o().registry().Find("eu")->agent_key.name == "eu-agent");
+  rig.Register("eu", "id-2", second);
+  CHECK_FALSE(reply().register_reply().accepted());
+
+  v1::ControlMessage remove;
+  remove.mutable_remove_region()->set_region("eu");
+  // Up (registered since the restart): refused unless forced.
+  rig.Register("eu", "id-1c", first);
+  REQUIRE(reply().register_reply().accepted());
+  rig.Send("cli", remove);
+  CHECK_THAT(reply().error().message(), Catch::Contains("is up"));
+  // Unknown region.
+  v1::ControlMessage unknown;
+  unknown.mutable_remove_region()->set_region("nowhere");
+  rig.Send("cli", unknown);
+  CHECK_THAT(reply().error().message(), Catch::Contains("unknown region 'nowhere'"));
+
+  remove.mutable_remove_region()->set_force(true);
+  rig.Send("cli", remove);
+  auto removed = reply();
+  REQUIRE(removed.has_remove_region_reply());
+  CHECK(removed.remove_region_reply().released_key() == "eu-agent");
+  CHECK(rig.o().registry().Find("eu") == nullptr);
+  // Released: the other key may now take the name, and keeps it across a restart.
+  rig.Register("eu", "id-2", second);
+  CHECK(reply().register_reply().accepted());
+  rig.Start();
+  CHECK(rig.o().registry().Find("eu")->agent_key.name == "spare-agent");
+}
+
+TEST_CASE("flow: a region taking part in an active job cannot be removed", "[flow][roles]") {
+  Rig rig("remove-busy");
+  const std::string job = StartJob(rig, 3);
+  v1::ControlMessage remove;
+  remove.mutable_remove_region()->set_region("a");
+  remove.mutable_remove_region()->set_force(true);
+  rig.Send("cli", remove);
+  auto sent = rig.Take();
+  REQUIRE(sent.size() == 1);
+  CHECK_THAT(sent[0].msg.error().message(), Catch::Contains("takes part in job " + job));
 }

@@ -4,6 +4,10 @@
 #include <catch2/catch.hpp>
 
 #include "harness.h"
+#include <fstream>
+#include <sstream>
+
+#include "longhaul/orchestrator/cli.h"
 #include "longhaul/orchestrator/control_client.h"
 #include "longhaul/orchestrator/endpoint_file.h"
 #include "longhaul/wan_transport/curve.h"
@@ -61,6 +65,66 @@ TEST_CASE("roles: the orchestrator refuses region messages from user keys and CL
   auto listed = client("cli")->Call(list);
   REQUIRE(listed.ok());
   CHECK(listed->has_job_list());
+  orch.Kill(SIGKILL);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("roles: a region name stays with the agent key that registered it, across a restart, until removed",
+          "[roles]") {
+  const fs::path dir = MakeTempDir("roles-bind");
+  MakeKeys(dir / "keys", {"orchestrator", "eu-west", "cli"}, {"eu-west", "cli"});
+  {  // a spare agent key allowed for any region (no region list)
+    auto keys = wan_transport::GenerateCurveKeyPair().value();
+    REQUIRE(wan_transport::WriteKeyPair(dir / "keys", "spare", keys).ok());
+    fs::copy_file(dir / "keys/spare.pub", dir / "keys/allow/spare.pub");
+    std::ofstream(dir / "keys/allow/roles", std::ios::app) << "spare agent\n";
+  }
+  Process orch;
+  auto start = [&] {
+    fs::remove(dir / "endpoint");
+    orch.Start({kBin + "/longhaul-orchestrator", "--bind", "tcp://127.0.0.1:0", "--init", "--state",
+                (dir / "state.sqlite").string(), "--key", (dir / "keys/orchestrator.key").string(), "--allowlist",
+                (dir / "keys/allow").string(), "--endpoint-file", (dir / "endpoint").string()},
+               dir / "orchestrator.log");
+    auto ep = orchestrator::WaitForEndpointFile(dir / "endpoint", 10s);
+    REQUIRE(ep.ok());
+    return *ep;
+  };
+  auto ep = start();
+  auto call = [&](const std::string& key, const v1::ControlMessage& m) {
+    orchestrator::ControlClientOptions co;
+    co.endpoint = ep.control;
+    co.own_keys = wan_transport::LoadKeyPair(dir / "keys" / (key + ".key")).value();
+    co.server_public_key = ep.public_key;
+    auto c = std::move(orchestrator::ControlClient::Connect(co).value());
+    auto r = c->Call(m);
+    REQUIRE(r.ok());
+    return *r;
+  };
+  v1::ControlMessage reg;
+  reg.mutable_register_region()->set_region("eu-west");
+  reg.mutable_register_region()->mutable_capacity()->set_workers(1);
+  REQUIRE(call("eu-west", reg).register_reply().accepted());
+  auto taken = call("spare", reg);
+  CHECK_FALSE(taken.register_reply().accepted());
+  CHECK_THAT(taken.register_reply().reason(), Catch::Contains("bound to agent key 'eu-west'"));
+
+  // The binding is in the state file: a restarted orchestrator still refuses the spare key.
+  orch.Kill(SIGKILL);
+  ep = start();
+  CHECK_FALSE(call("spare", reg).register_reply().accepted());
+
+  // The CLI releases the name (the region is down since the restart, so no --force).
+  std::ostringstream out, err;
+  orchestrator::CliContext ctx;
+  ctx.orchestrator = ep.control;
+  ctx.key_file = (dir / "keys/cli.key").string();
+  ctx.server_key_file = (dir / "keys/orchestrator.pub").string();
+  ctx.out = &out;
+  ctx.err = &err;
+  REQUIRE(orchestrator::CliRemoveRegion(ctx, "eu-west", false) == orchestrator::kExitOk);
+  CHECK_THAT(out.str(), Catch::Contains("eu-west"));
+  CHECK(call("spare", reg).register_reply().accepted());
   orch.Kill(SIGKILL);
   fs::remove_all(dir);
 }

@@ -54,7 +54,7 @@ TEST_CASE("the store uses WAL and survives close and reopen", "[state_store]") {
   }
   auto store = StateStore::Open(file);
   REQUIRE(store.ok());
-  CHECK((*store)->schema_version() == 2);
+  CHECK((*store)->schema_version() == 3);
   auto job = (*store)->LoadJob(id).value();
   REQUIRE(job.has_value());
   CHECK(job->state == "running");
@@ -90,13 +90,14 @@ TEST_CASE("a version-1 state file is migrated and keeps its rounds", "[state_sto
   {  // turn the file back into what a version-1 binary wrote
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open(file.c_str(), &db) == SQLITE_OK);
-    CHECK(sqlite3_exec(db, "ALTER TABLE rounds DROP COLUMN compute_seconds; UPDATE meta SET value=1", nullptr, nullptr,
+    CHECK(sqlite3_exec(db, "ALTER TABLE rounds DROP COLUMN compute_seconds; ALTER TABLE regions DROP COLUMN agent_key; "
+                       "ALTER TABLE regions DROP COLUMN agent_key_name; UPDATE meta SET value=1", nullptr, nullptr,
                        nullptr) == SQLITE_OK);
     sqlite3_close(db);
   }
   auto store = StateStore::Open(file);
   REQUIRE(store.ok());
-  CHECK((*store)->schema_version() == 2);
+  CHECK((*store)->schema_version() == 3);
   auto rounds = (*store)->LoadRounds(id).value();
   REQUIRE(rounds.size() == 1);
   CHECK(rounds[0].param_hash == "00ff");

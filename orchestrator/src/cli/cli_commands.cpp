@@ -137,6 +137,20 @@ int CliRegions(const CliContext& ctx) {
   return kExitOk;
 }
 
+int CliRemoveRegion(const CliContext& ctx, const std::string& region, bool force) {
+  v1::ControlMessage req;
+  req.mutable_remove_region()->set_region(region);
+  req.mutable_remove_region()->set_force(force);
+  auto reply = Request(ctx, req);
+  if (!reply.ok()) return ReportError(ctx, reply.status());
+  const auto& r = reply->remove_region_reply();
+  if (ctx.json) Out(ctx) << ToJson(r) << "\n";
+  else
+    Out(ctx) << "removed region " << r.region()
+             << (r.released_key().empty() ? "" : "; agent key '" + r.released_key() + "' released") << "\n";
+  return kExitOk;
+}
+
 int CliKeysGen(const CliContext& ctx, const std::string& dir, const std::string& name) {
   if (name.empty() || name.find('/') != std::string::npos)
     return ReportFailure(ctx, kExitUsage, "--name must be a plain file name, got '" + name + "'");

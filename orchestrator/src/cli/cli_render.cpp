@@ -124,11 +124,12 @@ std::string RenderJobTable(const v1::JobList& jobs) {
 
 std::string RenderRegionTable(const v1::ListRegionsReply& regions) {
   std::ostringstream o;
-  o << Pad("REGION", 14) << Pad("STATE", 11) << Pad("WORKERS", 9) << Pad("LAST HEARTBEAT", 16) << "DETAIL\n";
+  o << Pad("REGION", 14) << Pad("STATE", 11) << Pad("WORKERS", 9) << Pad("LAST HEARTBEAT", 16) << Pad("AGENT KEY", 14)
+    << "DETAIL\n";
   for (const auto& r : regions.regions())
     o << Pad(r.region(), 14) << Pad(r.state(), 11) << Pad(std::to_string(r.capacity().workers()), 9)
-      << Pad(r.last_heartbeat_age_s() < 0 ? "never" : Fixed(r.last_heartbeat_age_s(), 1) + " s ago", 16) << r.detail()
-      << "\n";
+      << Pad(r.last_heartbeat_age_s() < 0 ? "never" : Fixed(r.last_heartbeat_age_s(), 1) + " s ago", 16)
+      << Pad(r.agent_key().empty() ? "-" : r.agent_key(), 14) << r.detail() << "\n";
   if (regions.regions_size() == 0) o << "(no regions registered)\n";
   return o.str();
 }

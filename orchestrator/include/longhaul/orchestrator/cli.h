@@ -48,6 +48,7 @@ int CliStatus(const CliContext& ctx, const std::string& job_id, bool watch, std:
 int CliJobs(const CliContext& ctx);
 int CliCancel(const CliContext& ctx, const std::string& job_id);
 int CliRegions(const CliContext& ctx);
+int CliRemoveRegion(const CliContext& ctx, const std::string& region, bool force);
 int CliKeysGen(const CliContext& ctx, const std::string& dir, const std::string& name);
 
 // Rendering (cli_render.cpp).

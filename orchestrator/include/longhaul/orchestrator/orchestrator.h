@@ -49,9 +49,10 @@ class Orchestrator {
                                                       SendFn send);
   ~Orchestrator();
 
-  // One message from `identity`. Never throws; bad messages are answered with an
-  // Error or dropped, with the reason logged and counted.
-  void Handle(const std::string& identity, const v1::ControlMessage& msg);
+  // One message from `identity`, which came with CURVE key `key` (empty when
+  // --insecure). Never throws; bad messages are answered with an Error or
+  // dropped, with the reason logged and counted.
+  void Handle(const std::string& identity, const v1::ControlMessage& msg, const PeerKey& key = {});
   // Heartbeat sweep, placement, round deadlines. Call at least every heartbeat interval.
   void Tick();
 
@@ -67,7 +68,8 @@ class Orchestrator {
   Status Restore();
 
   // Dispatch (orchestrator.cpp).
-  void HandleRegister(const std::string& identity, const v1::ControlMessage& msg);
+  void HandleRegister(const std::string& identity, const v1::ControlMessage& msg, const PeerKey& key);
+  void HandleRemoveRegion(const std::string& identity, const v1::ControlMessage& msg);
   void HandleHeartbeat(const std::string& identity, const v1::ControlMessage& msg);
   void HandleSubmit(const std::string& identity, const v1::ControlMessage& msg);
   void HandleCancel(const std::string& identity, const v1::ControlMessage& msg);

@@ -4,7 +4,10 @@
 // heartbeat_interval * heartbeat_misses; the control loop calls Sweep() on every
 // tick to mark silent regions down. Each region is bound to the ZeroMQ routing
 // identity it registered from, so replies reach the right agent and a second
-// agent claiming the same name is visible. Time comes from an injected Clock.
+// agent claiming the same name is visible. A region name is also bound to the
+// agent key that first registered it (persisted by the orchestrator): another
+// key cannot take the name over until `longhaul regions remove` releases it.
+// Time comes from an injected Clock.
 #pragma once
 
 #include <map>
@@ -19,8 +22,16 @@
 
 namespace longhaul::orchestrator {
 
+// The CURVE key a control message came with: its Z85 public key and its name in
+// the roles file. Both empty when the orchestrator runs --insecure.
+struct PeerKey {
+  std::string public_key;
+  std::string name;
+};
+
 struct RegionEntry {
   std::string name;
+  PeerKey agent_key;     // the key the name is bound to; empty = unbound
   std::string identity;  // ZeroMQ routing id of the agent's DEALER
   v1::Capacity capacity;
   std::string data_host;
@@ -36,13 +47,19 @@ class RegionRegistry {
  public:
   RegionRegistry(const Clock& clock, Timeouts timeouts) : clock_(clock), timeouts_(timeouts) {}
 
-  // Registers (or re-registers: agent restart, orchestrator restart) a region.
-  // Returns the reason when refused (empty name).
-  std::optional<std::string> Register(const std::string& identity, const v1::RegisterRegion& msg);
+  // Why `key` may not register `msg.region()` (a bad name, or a name bound to
+  // another key); nullopt when it may. Changes nothing.
+  std::optional<std::string> RegisterRefusal(const v1::RegisterRegion& msg, const PeerKey& key) const;
+  // Registers (or re-registers: agent restart, orchestrator restart) a region
+  // that RegisterRefusal admitted, binding an unbound name to `key`.
+  void Register(const std::string& identity, const v1::RegisterRegion& msg, const PeerKey& key);
   // kNotFound when the region is unknown or was registered from another identity.
   Status Heartbeat(const std::string& identity, const v1::Heartbeat& msg);
   // A region known from the state file but not heard from since this start.
-  void AddKnown(const std::string& name, const v1::Capacity& capacity, const std::string& data_host);
+  void AddKnown(const std::string& name, const v1::Capacity& capacity, const std::string& data_host,
+                const PeerKey& agent_key);
+  // Forgets a region (and its key binding).
+  void Remove(const std::string& name) { regions_.erase(name); }
 
   // A job just ended in `region`: it counts as still running there (busy) until
   // the agent's next heartbeat says what it runs. A job shorter than a heartbeat

@@ -62,6 +62,8 @@ struct RegionRecord {
   v1::Capacity capacity;
   std::string data_host;
   double last_seen = 0;
+  std::string agent_key;       // Z85 public key the name is bound to; "" = unbound
+  std::string agent_key_name;  // that key's name in the roles file
 };
 
 struct EventRecord {
@@ -93,6 +95,7 @@ class StateStore {
 
   Status SaveRegion(const RegionRecord& region);
   Result<std::vector<RegionRecord>> LoadRegions();
+  Status DeleteRegion(const std::string& name);
 
   Status AppendEvent(const std::string& job_id, const std::string& kind, const std::string& message, double now);
   Result<std::vector<EventRecord>> LoadEvents(const std::string& job_id, int limit);
