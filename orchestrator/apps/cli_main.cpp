@@ -6,6 +6,7 @@
 
 #include "longhaul/orchestrator/cli.h"
 #include "longhaul/orchestrator/demo.h"
+#include "longhaul/orchestrator/request_limits.h"
 
 namespace {
 std::string Env(const char* name) {
@@ -49,6 +50,14 @@ int main(int argc, char** argv) {
   auto* submit = app.add_subcommand("submit", "submit a job spec (YAML)");
   submit->add_option("JOB.yaml", job_file, "job spec file")->required();
   submit->add_flag("--watch", watch, "follow the job until it ends");
+  std::string idempotency_key;
+  submit->add_option("--idempotency-key", idempotency_key,
+                     "submit at most once under this key: a repeated submit with it returns the first job "
+                     "(default: a random key, so the CLI's own retries never create a second job)")
+      ->check([](const std::string& k) {
+        return request_limits::IsValidIdempotencyKey(k) ? std::string()
+                                                        : std::string("at most 128 characters of [A-Za-z0-9._:-]");
+      });
   auto* status = app.add_subcommand("status", "show a job (or all jobs) with per-region progress");
   status->add_option("JOB", job_id, "job id");
   status->add_flag("--watch", watch, "refresh until the job ends");
@@ -95,7 +104,7 @@ int main(int argc, char** argv) {
   ctx.json = output == "json";
   ctx.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
 
-  if (*submit) return CliSubmit(ctx, job_file, watch);
+  if (*submit) return CliSubmit(ctx, job_file, watch, idempotency_key);
   if (*status) return CliStatus(ctx, job_id, watch, std::chrono::milliseconds(static_cast<long long>(interval_s * 1000)));
   if (app.got_subcommand("jobs")) return CliJobs(ctx);
   if (*cancel) return CliCancel(ctx, job_id);

@@ -105,14 +105,25 @@ Result<v1::ControlMessage> ControlClient::Receive(std::chrono::milliseconds wait
   }
 }
 
-Result<v1::ControlMessage> ControlClient::Call(v1::ControlMessage request) {
+Result<v1::ControlMessage> ControlClient::Call(v1::ControlMessage request, std::chrono::milliseconds resend_every) {
   const uint64_t id = next_request_id_++;
   request.set_request_id(id);
-  LONGHAUL_RETURN_IF_ERROR(Send(std::move(request)));
-  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  LONGHAUL_RETURN_IF_ERROR(Send(request));
+  const auto now = std::chrono::steady_clock::now();
+  const auto deadline = now + options_.timeout;
+  auto resend_at = resend_every.count() > 0 ? now + resend_every : deadline;
   while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto t = std::chrono::steady_clock::now();
+    if (t >= resend_at && t < deadline) {
+      LONGHAUL_RETURN_IF_ERROR(Send(request));  // same request id: either reply answers this call
+      resend_at = t + resend_every;
+    }
+    const auto until = std::min(deadline, resend_at);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - t);
     auto reply = Receive(std::max(left, std::chrono::milliseconds(0)));
+    if (!reply.ok() && reply.status().code() == StatusCode::kDeadlineExceeded &&
+        std::chrono::steady_clock::now() < deadline)
+      continue;  // time to send again
     if (!reply.ok()) {
       if (reply.status().code() == StatusCode::kDeadlineExceeded)
         return Unavailable("orchestrator at " + options_.endpoint + " did not answer within " +

@@ -14,46 +14,72 @@ longhaul::Status Orchestrator::SaveJob(Job& job) {
   job.rec.regions.clear();
   for (const auto& m : job.members)
     job.rec.regions.push_back({m.region, m.index, m.ready, m.holds_state, m.endpoint});
-  longhaul::Status s = store_->SaveJob(job.rec);
-  if (!s.ok()) spdlog::error("saving {}: {}", job.rec.id, s.ToString());
+  return store_->SaveJob(job.rec);
+}
+
+void Orchestrator::NoteWriteFailure(Job& job, std::string_view what, const longhaul::Status& s) {
+  job.write_error = "state file write failed while " + std::string(what) + ": " + s.message() + " (retrying)";
+  spdlog::error("{}: {}", job.rec.id, job.write_error);
+  if (metrics_) metrics_->StateWriteFailed(what);
+}
+
+longhaul::Status Orchestrator::Transition(Job& job, std::string_view what, const std::function<void(Job&)>& change) {
+  JobRecord rec = job.rec;
+  std::vector<JobMember> members = job.members;
+  const Clock::TimePoint phase_since = job.phase_since;
+  change(job);
+  longhaul::Status s = SaveJob(job);
+  if (s.ok()) {
+    job.write_error.clear();
+    return s;
+  }
+  job.rec = std::move(rec);
+  job.members = std::move(members);
+  job.phase_since = phase_since;
+  NoteWriteFailure(job, what, s);
   return s;
 }
 
 void Orchestrator::Event(const Job& job, const std::string& kind, const std::string& message) {
   longhaul::Status s = store_->AppendEvent(job.rec.id, kind, message, clock_.UnixSeconds());
-  if (!s.ok()) spdlog::error("event for {}: {}", job.rec.id, s.ToString());
+  if (!s.ok()) {
+    spdlog::error("event for {}: {}", job.rec.id, s.ToString());
+    if (metrics_) metrics_->StateWriteFailed("recording an event");
+  }
 }
 
 std::map<std::string, std::string> Orchestrator::RegionAssignments() const {
   std::map<std::string, std::string> out;
   for (const auto& [id, job] : jobs_)
-    if (job->active() && job->rec.state != "submitted")
+    if (job->active() && job->rec.state != JobState::kSubmitted)
       for (const auto& m : job->members) out[m.region] = id;
   return out;
 }
 
 void Orchestrator::PlaceWaitingJobs() {
   for (auto& [id, job] : jobs_) {
-    if (job->rec.state != "submitted") continue;
+    if (job->rec.state != JobState::kSubmitted || job->pending_finish) continue;
     JobPlacement p = PlaceJob(job->rec.spec, registry_.Health(RegionAssignments()));
     if (!p.ok) {
       if (job->waiting_reason != p.reason) spdlog::info("{} waiting: {}", id, p.reason);
       job->waiting_reason = p.reason;
       continue;
     }
-    job->members.clear();
-    for (size_t i = 0; i < p.regions.size(); ++i) {
-      JobMember m;
-      m.region = p.regions[i];
-      m.index = static_cast<uint32_t>(i);
-      job->members.push_back(std::move(m));
-    }
-    job->rec.state = "scheduled";
-    job->rec.reason = p.reason;
+    longhaul::Status saved = Transition(*job, "scheduling the job", [&](Job& j) {
+      j.members.clear();
+      for (size_t i = 0; i < p.regions.size(); ++i) {
+        JobMember m;
+        m.region = p.regions[i];
+        m.index = static_cast<uint32_t>(i);
+        j.members.push_back(std::move(m));
+      }
+      j.rec.state = JobState::kScheduled;
+      j.rec.reason = p.reason;
+      j.phase_since = clock_.Now();
+    });
+    if (!saved.ok()) continue;  // still submitted: placed again on the next tick
     job->waiting_reason.clear();
-    job->phase_since = clock_.Now();
     spdlog::info("{} scheduled: {}", id, p.reason);
-    if (!SaveJob(*job).ok()) continue;
     Event(*job, "scheduled", p.reason);
     SendAssignments(*job);
   }
@@ -84,25 +110,33 @@ void Orchestrator::HandleJobReady(const std::string& identity, const v1::Control
   if (it == jobs_.end() || !it->second->active())
     return Reject("wrong_job", r.region() + " is ready for job '" + r.job_id() + "', which is not active");
   Job& job = *it->second;
-  JobMember* m = job.Member(r.region());
-  if (!m) return Reject("wrong_job", r.region() + " is ready for " + job.rec.id + " but was not assigned to it");
+  if (!job.Member(r.region()))
+    return Reject("wrong_job", r.region() + " is ready for " + job.rec.id + " but was not assigned to it");
   const auto want = job.rec.spec.workers_per_region();
   if (static_cast<uint32_t>(r.endpoint().shard_endpoints_size()) != want) {
     Reject("bad_job_ready", r.region() + " reported " + std::to_string(r.endpoint().shard_endpoints_size()) +
                                 " shard endpoints for " + job.rec.id + ", expected " + std::to_string(want));
     return;
   }
-  m->ready = true;
-  m->confirmed = true;
-  m->heartbeats_without_job = 0;
-  m->endpoint = r.endpoint();
-  m->endpoint.set_region(r.region());
-  m->detail.clear();
-  // Before round 1 every region initialises theta from the job seed, so all hold state.
-  m->holds_state = job.rec.state == "scheduled" && job.rec.last_committed_round == 0;
+  longhaul::Status saved = Transition(job, "recording a region ready", [&](Job& j) {
+    JobMember* m = j.Member(r.region());
+    m->ready = true;
+    m->confirmed = true;
+    m->heartbeats_without_job = 0;
+    m->endpoint = r.endpoint();
+    m->endpoint.set_region(r.region());
+    m->detail.clear();
+    // Before round 1 every region initialises theta from the job seed, so all hold state.
+    m->holds_state = j.rec.state == JobState::kScheduled && j.rec.last_committed_round == 0;
+  });
+  if (!saved.ok()) {
+    // Not ready as far as the state file knows: the assignment goes out again
+    // on the next tick and the agent answers it with job_ready again.
+    job.Member(r.region())->assignment_sent = false;
+    return;
+  }
   spdlog::info("{}: {} ready with {} shard endpoints", job.rec.id, r.region(), want);
-  (void)SaveJob(job);
-  if (job.rec.state == "scheduled") CheckScheduledJob(job);
+  if (job.rec.state == JobState::kScheduled) CheckScheduledJob(job);
 }
 
 void Orchestrator::HandleJobRejected(const std::string& identity, const v1::ControlMessage& msg) {
@@ -118,7 +152,8 @@ void Orchestrator::HandleJobRejected(const std::string& identity, const v1::Cont
   spdlog::warn("{}: {}", job.rec.id, why);
   m->ready = false;
   m->detail = "rejected: " + r.error().message();
-  if (job.rec.state == "scheduled" || job.rec.last_committed_round == 0) return FinishJob(job, "failed", why);
+  if (job.rec.state == JobState::kScheduled || job.rec.last_committed_round == 0)
+    return FinishJob(job, JobState::kFailed, why);
   Event(job, "rejected", why);  // a rejoin refused: the job goes on without this region
 }
 
@@ -137,56 +172,76 @@ void Orchestrator::ObserveHeartbeat(const std::string& region, const v1::Heartbe
     // Two heartbeats in a row without the job: the agent restarted and lost its
     // workers (one alone may have been sent just before it became ready).
     if (++m->heartbeats_without_job < 2) continue;
+    longhaul::Status saved = Transition(*job, "recording a region that lost the job", [&](Job& j) {
+      JobMember* lost = j.Member(region);
+      lost->ready = lost->holds_state = lost->assignment_sent = lost->confirmed = false;
+      lost->heartbeats_without_job = 0;
+      lost->detail = "agent lost the job";
+    });
+    if (!saved.ok()) continue;  // the next heartbeat without the job tries again
     spdlog::warn("{}: {} no longer runs the job; it will be assigned again", id, region);
     Event(*job, "region_lost", region + " no longer runs the job (agent restarted?)");
-    m->ready = m->holds_state = m->assignment_sent = m->confirmed = false;
-    m->heartbeats_without_job = 0;
-    m->detail = "agent lost the job";
-    (void)SaveJob(*job);
   }
 }
 
 void Orchestrator::RegionWentDown(const std::string& region) {
   for (auto& [id, job] : jobs_) {
-    if (!job->active() || job->rec.state == "submitted") continue;
-    JobMember* m = job->Member(region);
-    if (!m) continue;
+    if (!job->active() || job->rec.state == JobState::kSubmitted) continue;
+    if (!job->Member(region)) continue;
     Event(*job, "region_down", region + " is down");
-    if (job->rec.state == "scheduled") {
-      // Not started yet: release every region and place the job again.
-      for (const auto& other : job->members) {
-        v1::ControlMessage stop;
-        auto* c = stop.mutable_round_command();
-        c->set_job_id(id);
-        c->set_kind(v1::RoundCommand::STOP);
-        c->set_reason(region + " went down before the job started");
-        SendToRegion(other.region, std::move(stop));
-      }
-      job->members.clear();
-      job->rec.state = "submitted";
-      job->rec.reason = region + " went down before the job started; placing again";
-      (void)SaveJob(*job);
+    if (job->rec.state == JobState::kScheduled) {
+      ReleaseScheduledJob(*job, region + " went down before the job started");
       continue;
     }
-    m->ready = m->holds_state = m->assignment_sent = m->confirmed = false;
-    m->detail = "down";
-    (void)SaveJob(*job);
+    // Rounds go by the registry's view (down is down), so a failed write here
+    // loses nothing: the restored member is confirmed by heartbeats again.
+    longhaul::Status saved = Transition(*job, "recording a region down", [&](Job& j) {
+      JobMember* m = j.Member(region);
+      m->ready = m->holds_state = m->assignment_sent = m->confirmed = false;
+      m->detail = "down";
+    });
+    if (!saved.ok()) spdlog::warn("{}: rounds go on without {}, which the state file still lists as ready", id, region);
     if (job->attempt) DecideAttempt(*job);
   }
 }
 
+void Orchestrator::ReleaseScheduledJob(Job& job, const std::string& why) {
+  // Not started yet: release every region and place the job again. Durable
+  // first: the regions hear STOP only once the state file has the job back
+  // as submitted (else CheckScheduledJob tries again on the next tick).
+  const std::vector<JobMember> released = job.members;
+  longhaul::Status saved = Transition(job, "placing the job again", [&](Job& j) {
+    j.members.clear();
+    j.rec.state = JobState::kSubmitted;
+    j.rec.reason = why + "; placing again";
+  });
+  if (!saved.ok()) return;
+  for (const auto& other : released) {
+    v1::ControlMessage stop;
+    auto* c = stop.mutable_round_command();
+    c->set_job_id(job.rec.id);
+    c->set_kind(v1::RoundCommand::STOP);
+    c->set_reason(why);
+    SendToRegion(other.region, std::move(stop));
+  }
+}
+
 void Orchestrator::CheckScheduledJob(Job& job) {
+  for (const auto& m : job.members)
+    if (!registry_.IsUp(m.region)) return ReleaseScheduledJob(job, m.region + " went down before the job started");
   SendAssignments(job);
   std::vector<std::string> pending;
   for (const auto& m : job.members)
     if (!m.ready) pending.push_back(m.region);
   if (pending.empty()) {
-    job.rec.state = "running";
-    job.rec.reason = "all " + std::to_string(job.members.size()) + " regions ready";
-    if (job.rec.started_at == 0) job.rec.started_at = clock_.UnixSeconds();
-    job.phase_since = clock_.Now();
+    longhaul::Status saved = Transition(job, "starting the job", [&](Job& j) {
+      j.rec.state = JobState::kRunning;
+      j.rec.reason = "all " + std::to_string(j.members.size()) + " regions ready";
+      if (j.rec.started_at == 0) j.rec.started_at = clock_.UnixSeconds();
+      j.phase_since = clock_.Now();
+    });
+    if (!saved.ok()) return;
     spdlog::info("{} running on {} regions", job.rec.id, job.members.size());
-    if (!SaveJob(job).ok()) return;
     Event(job, "running", job.rec.reason);
     return DriveRunningJob(job);
   }
@@ -194,14 +249,26 @@ void Orchestrator::CheckScheduledJob(Job& job) {
   if (waited > options_.timeouts.round) {
     std::string names;
     for (const auto& p : pending) names += (names.empty() ? "" : ", ") + p;
-    FinishJob(job, "failed",
+    FinishJob(job, JobState::kFailed,
               names + " did not report ready within " +
                   std::to_string(std::chrono::duration_cast<std::chrono::seconds>(options_.timeouts.round).count()) +
                   " s");
   }
 }
 
-void Orchestrator::FinishJob(Job& job, const std::string& state, const std::string& reason) {
+void Orchestrator::FinishJob(Job& job, JobState state, const std::string& reason) {
+  // Durable before any region hears STOP. If the write fails the job stays as
+  // it was, with the outcome pending: Tick finishes it once the file takes it.
+  longhaul::Status saved = Transition(job, "finishing the job", [&](Job& j) {
+    j.rec.state = state;
+    j.rec.reason = reason;
+    j.rec.finished_at = clock_.UnixSeconds();
+  });
+  if (!saved.ok()) {
+    job.pending_finish = Job::PendingFinish{state, reason};
+    return;
+  }
+  job.pending_finish.reset();
   for (const auto& m : job.members) {
     v1::ControlMessage stop;
     auto* c = stop.mutable_round_command();
@@ -209,17 +276,14 @@ void Orchestrator::FinishJob(Job& job, const std::string& state, const std::stri
     c->set_kind(v1::RoundCommand::STOP);
     c->set_epoch(job.rec.epoch);
     c->set_round(job.rec.last_committed_round);
-    c->set_reason(state + ": " + reason);
+    c->set_reason(std::string(JobStateName(state)) + ": " + reason);
     SendToRegion(m.region, std::move(stop));
     registry_.NoteJobEnded(m.region, job.rec.id);
   }
   job.attempt.reset();
-  job.rec.state = state;
-  job.rec.reason = reason;
-  job.rec.finished_at = clock_.UnixSeconds();
   job.waiting_reason.clear();
-  spdlog::info("{} {}: {}", job.rec.id, state, reason);
-  if (SaveJob(job).ok()) Event(job, state, reason);
+  spdlog::info("{} {}: {}", job.rec.id, JobStateName(state), reason);
+  Event(job, std::string(JobStateName(state)), reason);
   UpdateGauges();
 }
 

@@ -44,8 +44,12 @@ void Orchestrator::DriveRunningJob(Job& job) {
       }
     job.restored = false;
   }
+  // All rounds committed but the job's end not yet written (a failed write).
+  if (job.rec.last_committed_round >= job.rec.spec.rounds())
+    return FinishJob(job, JobState::kSucceeded, "all " + std::to_string(job.rec.last_committed_round) +
+                                                    " rounds committed");
   if (now - job.phase_since > options_.timeouts.job_idle)
-    return FinishJob(job, "failed",
+    return FinishJob(job, JobState::kFailed,
                      "no round committed for " + std::to_string(static_cast<int>(Seconds(now - job.phase_since))) +
                          " s: " + job.waiting_reason);
   StartAttempt(job);
@@ -76,10 +80,9 @@ void Orchestrator::StartAttempt(Job& job) {
     schedule.ring = ms.participants;
     schedule.reason = "scheduler failed (" + plan.status().message() + "); ring in job order";
   }
-  job.rec.epoch += 1;
   // The epoch is durable before any START carries it: a restarted orchestrator
   // never reuses one.
-  if (!SaveJob(job).ok()) return;
+  if (!Transition(job, "starting a round", [](Job& j) { j.rec.epoch += 1; }).ok()) return;
   RoundAttempt a;
   a.job_id = job.rec.id;
   a.round = job.rec.last_committed_round + 1;
@@ -177,7 +180,7 @@ void Orchestrator::CommitAttempt(Job& job, const RoundDecision& d) {
   longhaul::Status stored = store_->CommitRound(c, job.rec);
   if (!stored.ok()) {
     // Not durable, so not committed: roll back and retry the round.
-    spdlog::error("{}: cannot commit round {}: {}", job.rec.id, a.round, stored.ToString());
+    NoteWriteFailure(job, "committing a round", stored);
     job.rec = before;
     job.members = members_before;
     job.attempt = std::move(a);
@@ -206,8 +209,9 @@ void Orchestrator::CommitAttempt(Job& job, const RoundDecision& d) {
   job.last_predicted = c.predicted_comm_seconds;
   job.last_actual = c.comm_seconds;
   job.last_round_wall = duration;
+  job.write_error.clear();
   if (a.round >= job.rec.spec.rounds())
-    return FinishJob(job, "succeeded", "all " + std::to_string(a.round) + " rounds committed");
+    return FinishJob(job, JobState::kSucceeded, "all " + std::to_string(a.round) + " rounds committed");
   StartAttempt(job);
 }
 
@@ -215,8 +219,25 @@ void Orchestrator::AbortAttempt(Job& job, const RoundDecision& d) {
   RoundAttempt a = std::move(*job.attempt);
   job.attempt.reset();
   spdlog::warn("{}: abort: {}", a.job_id, d.reason);
-  Event(job, "round_aborted", d.reason);
   if (metrics_) metrics_->RoundAborted(a.job_id, d.kind);
+  // Who is out of the next round, durable before the regions hear the abort.
+  // The abort itself goes out whatever the write did: it makes nothing durable,
+  // and a member the file still lists as ready is confirmed again by heartbeats.
+  longhaul::Status saved = Transition(job, "recording an aborted round", [&](Job& j) {
+    for (const auto& region : d.excluded) {
+      JobMember* m = j.Member(region);
+      if (!m) continue;
+      // Timed out but alive: its workers may be wedged. It is assigned the job
+      // afresh and joins again, bootstrapped, at a later round boundary.
+      m->ready = m->holds_state = m->assignment_sent = false;
+      m->detail = "excluded from round " + std::to_string(a.round) + " epoch " + std::to_string(a.epoch);
+    }
+    // Joining regions did not get the state if the round failed.
+    for (const auto& region : a.joining)
+      if (JobMember* m = j.Member(region)) m->holds_state = false;
+  });
+  if (!saved.ok()) spdlog::warn("{}: aborting round {} without recording who is out of the next", a.job_id, a.round);
+  Event(job, "round_aborted", d.reason);
   for (const auto& region : a.participants) {
     v1::ControlMessage verdict;
     auto* v = verdict.mutable_round_verdict();
@@ -235,20 +256,8 @@ void Orchestrator::AbortAttempt(Job& job, const RoundDecision& d) {
     c->set_reason(d.reason);
     SendToRegion(region, std::move(abort));
   }
-  for (const auto& region : d.excluded) {
-    JobMember* m = job.Member(region);
-    if (!m) continue;
-    // Timed out but alive: its workers may be wedged. It is assigned the job
-    // afresh and joins again, bootstrapped, at a later round boundary.
-    m->ready = m->holds_state = m->assignment_sent = false;
-    m->detail = "excluded from round " + std::to_string(a.round) + " epoch " + std::to_string(a.epoch);
-  }
-  // Joining regions did not get the state if the round failed.
-  for (const auto& region : a.joining)
-    if (JobMember* m = job.Member(region)) m->holds_state = false;
-  (void)SaveJob(job);
   if (++job.failed_attempts >= options_.max_round_attempts)
-    return FinishJob(job, "failed",
+    return FinishJob(job, JobState::kFailed,
                      "round " + std::to_string(a.round) + " failed " + std::to_string(job.failed_attempts) +
                          " times; last: " + d.reason);
   StartAttempt(job);

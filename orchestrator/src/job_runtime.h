@@ -36,13 +36,19 @@ struct Orchestrator::Job {
   double loss_floor = 0;
   double last_predicted = 0, last_actual = 0, last_val_loss = 0, last_round_wall = 0;
   std::string last_hash;
+  std::string write_error;           // the last failed state write, until one succeeds
+  struct PendingFinish {
+    JobState state;
+    std::string reason;
+  };
+  std::optional<PendingFinish> pending_finish;  // decided, but not yet in the state file
 
   JobMember* Member(const std::string& region) {
     for (auto& m : members)
       if (m.region == region) return &m;
     return nullptr;
   }
-  bool active() const { return !IsTerminalJobState(rec.state); }
+  bool active() const { return !IsTerminal(rec.state); }
 };
 
 }  // namespace longhaul::orchestrator

@@ -17,10 +17,13 @@ v1::JobStatus Orchestrator::BuildStatus(const Job& job) const {
   const auto& rec = job.rec;
   s.set_job_id(rec.id);
   s.set_name(rec.spec.name());
-  s.set_state(rec.state);
-  s.set_reason(rec.state == "running" || rec.state == "submitted"
-                   ? (job.waiting_reason.empty() ? rec.reason : job.waiting_reason)
-                   : rec.reason);
+  s.set_state(std::string(JobStateName(rec.state)));
+  if (!job.write_error.empty())
+    s.set_reason(job.write_error);
+  else if (rec.state == JobState::kRunning || rec.state == JobState::kSubmitted)
+    s.set_reason(job.waiting_reason.empty() ? rec.reason : job.waiting_reason);
+  else
+    s.set_reason(rec.reason);
   s.set_round(rec.last_committed_round);
   s.set_total_rounds(rec.spec.rounds());
   s.set_epoch(rec.epoch);
@@ -48,7 +51,7 @@ v1::JobStatus Orchestrator::BuildStatus(const Job& job) const {
     const bool in_round = job.attempt && std::find(job.attempt->participants.begin(), job.attempt->participants.end(),
                                                    m.region) != job.attempt->participants.end();
     std::string state;
-    if (!job.active()) state = rec.state;
+    if (!job.active()) state = JobStateName(rec.state);
     else if (!up) state = "down";
     else if (!m.ready) state = m.assignment_sent ? "starting" : "waiting";
     else if (in_round) state = job.attempt->reports.count(m.region) ? "reported" : "training";

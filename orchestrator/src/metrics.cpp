@@ -1,5 +1,7 @@
 #include "longhaul/orchestrator/metrics.h"
 
+#include "longhaul/orchestrator/job_state.h"
+
 namespace longhaul::orchestrator {
 
 using prometheus::BuildCounter;
@@ -54,13 +56,22 @@ OrchestratorMetrics::OrchestratorMetrics(prometheus::Registry& r)
       link_rtt_(BuildGauge()
                     .Name("longhaul_link_rtt_seconds")
                     .Help("Measured WAN round-trip time from region to peer region, as the scheduler sees it")
-                    .Register(r)) {}
+                    .Register(r)),
+      write_failures_(BuildCounter()
+                          .Name("longhaul_state_write_failures_total")
+                          .Help("State file writes that failed, by the operation they were part of")
+                          .Register(r)) {}
 
 void OrchestratorMetrics::SetJobsByState(const std::map<std::string, int>& counts) {
-  for (const char* s : {"submitted", "scheduled", "running", "succeeded", "failed", "cancelled"}) {
+  for (const auto& info : kJobStates) {
+    const std::string s(info.name);
     auto it = counts.find(s);
     jobs_.Add({{"state", s}}).Set(it == counts.end() ? 0 : it->second);
   }
+}
+
+void OrchestratorMetrics::StateWriteFailed(std::string_view operation) {
+  write_failures_.Add({{"operation", std::string(operation)}}).Increment();
 }
 
 void OrchestratorMetrics::SetRegions(int up, int down) {

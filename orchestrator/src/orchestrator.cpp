@@ -2,9 +2,12 @@
 // region and CLI requests that do not belong to one job phase.
 #include "longhaul/orchestrator/orchestrator.h"
 
+#include <google/protobuf/util/message_differencer.h>
 #include <spdlog/spdlog.h>
 
 #include "job_runtime.h"
+#include "job_spec_limits.h"
+#include "longhaul/orchestrator/request_limits.h"
 #include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/proto/frame.h"
 
@@ -57,14 +60,15 @@ Status Orchestrator::Restore() {
       m.endpoint = r.endpoint;
       // Until the agent's heartbeat says it still runs the job, trust nothing but
       // what the store says it held.
-      m.ready = r.ready && job->rec.state == "running";
-      m.holds_state = r.holds_state && job->rec.state == "running";
+      m.ready = r.ready && job->rec.state == JobState::kRunning;
+      m.holds_state = r.holds_state && job->rec.state == JobState::kRunning;
       job->members.push_back(std::move(m));
     }
-    if (job->active() && job->rec.state != "submitted") {
+    if (!job->rec.idempotency_key.empty()) by_idempotency_key_[job->rec.idempotency_key] = job->rec.id;
+    if (job->active() && job->rec.state != JobState::kSubmitted) {
       job->restored = true;
       job->restored_at = clock_.Now();
-      spdlog::info("restored {} ({}) at committed round {}/{}, epoch {}", job->rec.id, job->rec.state,
+      spdlog::info("restored {} ({}) at committed round {}/{}, epoch {}", job->rec.id, JobStateName(job->rec.state),
                    job->rec.last_committed_round, job->rec.spec.rounds(), job->rec.epoch);
       Event(*job, "restored",
             "orchestrator restarted; resuming after committed round " + std::to_string(job->rec.last_committed_round));
@@ -126,12 +130,7 @@ void Orchestrator::Handle(const std::string& identity, const v1::ControlMessage&
       *reply.mutable_job_status() = std::move(st).value();
       return Reply(identity, msg, std::move(reply));
     }
-    case B::kListJobs: {
-      v1::ControlMessage reply;
-      for (const auto& [id, job] : jobs_) *reply.mutable_job_list()->add_jobs() = BuildStatus(*job);
-      reply.mutable_job_list();
-      return Reply(identity, msg, std::move(reply));
-    }
+    case B::kListJobs: return HandleListJobs(identity, msg);
     case B::kListRegions: {
       v1::ControlMessage reply;
       auto* list = reply.mutable_list_regions_reply();
@@ -188,7 +187,7 @@ void Orchestrator::HandleRemoveRegion(const std::string& identity, const v1::Con
     for (const auto& m : job->members)
       if (m.region == r->name)
         return ReplyError(identity, msg,
-                          FailedPrecondition("region '" + name + "' takes part in job " + id + " (" + job->rec.state +
+                          FailedPrecondition("region '" + name + "' takes part in job " + id + " (" + std::string(JobStateName(job->rec.state)) +
                                              "); cancel the job first"));
   }
   if (r->up && !req.force())
@@ -221,16 +220,41 @@ void Orchestrator::HandleHeartbeat(const std::string& identity, const v1::Contro
 
 void Orchestrator::HandleSubmit(const std::string& identity, const v1::ControlMessage& msg) {
   v1::JobSpec spec = msg.submit_job().spec();
+  const std::string& key = msg.submit_job().idempotency_key();
+  if (!key.empty() && !request_limits::IsValidIdempotencyKey(key))
+    return ReplyError(identity, msg,
+                      InvalidArgument("idempotency_key " + spec_limits::ShortQuote(key) + ": at most " +
+                                      std::to_string(request_limits::kMaxIdempotencyKeyBytes) +
+                                      " characters of [A-Za-z0-9._:-]"));
   if (Status v = ValidateJobSpec(spec); !v.ok()) {
     Reject("bad_job_spec", v.message());
     return ReplyError(identity, msg, v);
   }
-  auto id = store_->CreateJob(spec, clock_.UnixSeconds());
-  if (!id.ok()) return ReplyError(identity, msg, id.status());
+  if (auto known = by_idempotency_key_.find(key); !key.empty() && known != by_idempotency_key_.end()) {
+    // A retry of a submit whose reply was lost: the job it created, not a second one.
+    const Job& first = *jobs_.at(known->second);
+    if (!google::protobuf::util::MessageDifferencer::Equals(first.rec.spec, spec))
+      return ReplyError(identity, msg,
+                        InvalidArgument("idempotency key '" + key + "' was used for " + first.rec.id + " ('" +
+                                      first.rec.spec.name() + "') with another spec"));
+    spdlog::info("submit with idempotency key {}: {} exists", key, first.rec.id);
+    v1::ControlMessage reply;
+    reply.mutable_submit_job_reply()->set_job_id(first.rec.id);
+    reply.mutable_submit_job_reply()->set_existing(true);
+    return Reply(identity, msg, std::move(reply));
+  }
+  auto id = store_->CreateJob(spec, clock_.UnixSeconds(), key);
+  if (!id.ok()) {
+    spdlog::error("creating a job: {}", id.status().ToString());
+    if (metrics_) metrics_->StateWriteFailed("creating a job");
+    return ReplyError(identity, msg, id.status().WithContext("recording the job in the state file"));
+  }
   auto job = std::make_unique<Job>();
   job->rec.id = *id;
   job->rec.spec = spec;
+  job->rec.idempotency_key = key;
   job->rec.created_at = clock_.UnixSeconds();
+  if (!key.empty()) by_idempotency_key_[key] = *id;
   job->phase_since = clock_.Now();
   spdlog::info("job {} '{}' submitted: {} rounds on {} regions", *id, spec.name(), spec.rounds(),
                RequiredRegions(spec));
@@ -242,13 +266,46 @@ void Orchestrator::HandleSubmit(const std::string& identity, const v1::ControlMe
   UpdateGauges();
 }
 
+void Orchestrator::HandleListJobs(const std::string& identity, const v1::ControlMessage& msg) {
+  const auto& req = msg.list_jobs();
+  if (req.page_size() > request_limits::kMaxPageSize)
+    return ReplyError(identity, msg,
+                      InvalidArgument("page_size " + std::to_string(req.page_size()) + " is over the limit of " +
+                                      std::to_string(request_limits::kMaxPageSize)));
+  if (req.page_token().size() > request_limits::kMaxPageTokenBytes)
+    return ReplyError(identity, msg, InvalidArgument("page_token " + spec_limits::ShortQuote(req.page_token()) +
+                                                     " is not one this orchestrator gave out"));
+  const uint32_t size = req.page_size() == 0 ? request_limits::kDefaultPageSize : req.page_size();
+  v1::ControlMessage reply;
+  auto* list = reply.mutable_job_list();
+  size_t bytes = 0;
+  for (auto it = jobs_.upper_bound(req.page_token()); it != jobs_.end(); ++it) {
+    v1::JobStatus st = BuildStatus(*it->second);
+    st.clear_spec();
+    const size_t entry = st.ByteSizeLong();
+    if (list->jobs_size() > 0 && (list->jobs_size() >= static_cast<int>(size) ||
+                                  bytes + entry > request_limits::kMaxPageBytes)) {
+      list->set_next_page_token(list->jobs(list->jobs_size() - 1).job_id());
+      break;
+    }
+    bytes += entry;
+    *list->add_jobs() = std::move(st);
+  }
+  Reply(identity, msg, std::move(reply));
+}
+
 void Orchestrator::HandleCancel(const std::string& identity, const v1::ControlMessage& msg) {
   auto it = jobs_.find(msg.cancel_job().job_id());
   if (it == jobs_.end()) return ReplyError(identity, msg, NotFound("unknown job '" + msg.cancel_job().job_id() + "'"));
   Job& job = *it->second;
   if (!job.active())
-    return ReplyError(identity, msg, FailedPrecondition("job " + job.rec.id + " already " + job.rec.state));
-  FinishJob(job, "cancelled", "cancelled by user");
+    return ReplyError(identity, msg,
+                      FailedPrecondition("job " + job.rec.id + " already " + std::string(JobStateName(job.rec.state))));
+  FinishJob(job, JobState::kCancelled, "cancelled by user");
+  if (job.pending_finish)
+    return ReplyError(identity, msg,
+                      Unavailable("the cancellation of " + job.rec.id + " is not in the state file yet (" +
+                                  job.write_error + "); the orchestrator keeps trying"));
   v1::ControlMessage reply;
   *reply.mutable_job_status() = BuildStatus(job);
   Reply(identity, msg, std::move(reply));
@@ -283,8 +340,13 @@ void Orchestrator::Tick() {
   }
   PlaceWaitingJobs();
   for (auto& [id, job] : jobs_) {
-    if (job->rec.state == "scheduled") CheckScheduledJob(*job);
-    if (job->rec.state == "running") DriveRunningJob(*job);
+    if (job->pending_finish) {
+      const Job::PendingFinish p = *job->pending_finish;
+      FinishJob(*job, p.state, p.reason);
+      continue;
+    }
+    if (job->rec.state == JobState::kScheduled) CheckScheduledJob(*job);
+    if (job->rec.state == JobState::kRunning) DriveRunningJob(*job);
   }
   UpdateGauges();
 }
@@ -292,7 +354,7 @@ void Orchestrator::Tick() {
 void Orchestrator::UpdateGauges() {
   if (!metrics_) return;
   std::map<std::string, int> counts;
-  for (const auto& [id, job] : jobs_) counts[job->rec.state]++;
+  for (const auto& [id, job] : jobs_) counts[std::string(JobStateName(job->rec.state))]++;
   metrics_->SetJobsByState(counts);
   const int up = static_cast<int>(registry_.UpCount());
   metrics_->SetRegions(up, static_cast<int>(registry_.regions().size()) - up);

@@ -9,7 +9,7 @@
 namespace longhaul::orchestrator {
 namespace {
 
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 
 // Migration i brings the schema from version i to i+1.
 const char* const kMigrations[] = {
@@ -42,6 +42,9 @@ CREATE INDEX events_by_job ON events (job_id, id);
     // 3: the agent key a region's name is bound to (`longhaul regions remove` releases it).
     "ALTER TABLE regions ADD COLUMN agent_key TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE regions ADD COLUMN agent_key_name TEXT NOT NULL DEFAULT '';",
+    // 4: the submitter's idempotency key (a retried submit finds its job).
+    "ALTER TABLE jobs ADD COLUMN idempotency_key TEXT NOT NULL DEFAULT '';"
+    "CREATE UNIQUE INDEX jobs_by_idempotency_key ON jobs (idempotency_key) WHERE idempotency_key != '';",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion);
 
@@ -63,10 +66,6 @@ std::vector<std::string> SplitNames(const std::string& s) {
 }
 
 }  // namespace
-
-bool IsTerminalJobState(const std::string& state) {
-  return state == "succeeded" || state == "failed" || state == "cancelled";
-}
 
 Result<std::unique_ptr<StateStore>> StateStore::Open(const std::filesystem::path& file, bool create) {
   sqlite3* db = nullptr;
@@ -115,6 +114,21 @@ Status StateStore::Exec(const std::string& sql) {
   return Status::Ok();
 }
 
+Status StateStore::Rollback(Status why) {
+  (void)Exec("ROLLBACK");  // the transaction's own error is the one worth reporting
+  return why;
+}
+
+Status StateStore::Commit(std::string_view kind, std::string_view subject) {
+  const StateWrite w{++writes_, kind, subject};
+  if (write_hook_)
+    if (Status s = write_hook_(w, false); !s.ok()) return Rollback(s);
+  Status s = Exec("COMMIT");
+  if (!s.ok()) return Rollback(s);
+  if (write_hook_) (void)write_hook_(w, true);  // documented: after COMMIT the hook cannot fail the write
+  return Status::Ok();
+}
+
 Status StateStore::Migrate() {
   LONGHAUL_RETURN_IF_ERROR(Exec("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)"));
   int version = 0;
@@ -142,27 +156,27 @@ Status StateStore::Migrate() {
   return Status::Ok();
 }
 
-Result<std::string> StateStore::CreateJob(const v1::JobSpec& spec, double now) {
+Result<std::string> StateStore::CreateJob(const v1::JobSpec& spec, double now, const std::string& idempotency_key) {
   LONGHAUL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   int64_t n = 0;
   {
     Stmt q(db_, "SELECT COUNT(*) FROM jobs");
     Status err;
     if (q.Step(&err)) n = q.Int(0);
+    if (!err.ok()) return Rollback(err);
   }
   char id[32];
   std::snprintf(id, sizeof(id), "job-%06lld", static_cast<long long>(n + 1));
-  Stmt ins(db_, "INSERT INTO jobs (id, name, spec, state, created_at) VALUES (?, ?, ?, 'submitted', ?)");
-  Status s = ins.Text(1, id).Text(2, spec.name()).Bind(3, spec.SerializeAsString()).Bind(4, now).Run();
+  Stmt ins(db_,
+           "INSERT INTO jobs (id, name, spec, state, created_at, idempotency_key) VALUES (?, ?, ?, 'submitted', ?, ?)");
+  Status s =
+      ins.Text(1, id).Text(2, spec.name()).Bind(3, spec.SerializeAsString()).Bind(4, now).Text(5, idempotency_key).Run();
   if (s.ok()) {
     Stmt ev(db_, "INSERT INTO events (time, job_id, kind, message) VALUES (?, ?, 'submitted', ?)");
     s = ev.Bind(1, now).Text(2, id).Text(3, "job '" + spec.name() + "' submitted").Run();
   }
-  if (!s.ok()) {
-    (void)Exec("ROLLBACK");
-    return s;
-  }
-  LONGHAUL_RETURN_IF_ERROR(Exec("COMMIT"));
+  if (!s.ok()) return Rollback(s);
+  LONGHAUL_RETURN_IF_ERROR(Commit("create_job", id));
   return std::string(id);
 }
 
@@ -170,7 +184,7 @@ Status StateStore::SaveJobTx(const JobRecord& j) {
   Stmt up(db_,
           "UPDATE jobs SET state=?, reason=?, epoch=?, last_committed_round=?, wan_bytes=?, started_at=?, "
           "finished_at=? WHERE id=?");
-  LONGHAUL_RETURN_IF_ERROR(up.Text(1, j.state)
+  LONGHAUL_RETURN_IF_ERROR(up.Text(1, std::string(JobStateName(j.state)))
                                .Text(2, j.reason)
                                .Bind(3, static_cast<int64_t>(j.epoch))
                                .Bind(4, static_cast<int64_t>(j.last_committed_round))
@@ -197,20 +211,13 @@ Status StateStore::SaveJobTx(const JobRecord& j) {
 
 Status StateStore::SaveJob(const JobRecord& job) {
   LONGHAUL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-  Status s = SaveJobTx(job);
-  if (!s.ok()) {
-    (void)Exec("ROLLBACK");
-    return s;
-  }
-  return Exec("COMMIT");
+  if (Status s = SaveJobTx(job); !s.ok()) return Rollback(s);
+  return Commit("save_job", job.id);
 }
 
 Status StateStore::CommitRound(const CommittedRound& r, const JobRecord& job_after) {
   LONGHAUL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-  auto fail = [&](Status s) {
-    (void)Exec("ROLLBACK");
-    return s;
-  };
+  auto fail = [&](Status s) { return Rollback(std::move(s)); };
   Stmt ins(db_,
            "INSERT INTO rounds (job_id, round, epoch, param_hash, participants, loss, val_loss, tokens, wan_bytes, "
            "comm_seconds, predicted_comm_seconds, wall_seconds, committed_at, compute_seconds) "
@@ -248,20 +255,22 @@ Status StateStore::CommitRound(const CommittedRound& r, const JobRecord& job_aft
                        JoinNames(r.participants) + " hash " + r.param_hash)
           .Run();
   if (!s.ok()) return fail(s);
-  return Exec("COMMIT");
+  return Commit("commit_round", r.job_id);
 }
 
 Result<std::vector<JobRecord>> StateStore::LoadJobs() {
   std::vector<JobRecord> jobs;
   Stmt q(db_,
-         "SELECT id, spec, state, reason, epoch, last_committed_round, wan_bytes, created_at, started_at, finished_at "
-         "FROM jobs ORDER BY id");
+         "SELECT id, spec, state, reason, epoch, last_committed_round, wan_bytes, created_at, started_at, finished_at, "
+         "idempotency_key FROM jobs ORDER BY id");
   Status err;
   while (q.Step(&err)) {
     JobRecord j;
     j.id = q.Blob(0);
     if (!j.spec.ParseFromString(q.Blob(1))) return DataLoss("job " + j.id + ": stored spec does not parse");
-    j.state = q.Blob(2);
+    auto state = ParseJobState(q.Blob(2));
+    if (!state) return DataLoss("job " + j.id + ": unknown state '" + q.Blob(2).substr(0, 32) + "' in the state file");
+    j.state = *state;
     j.reason = q.Blob(3);
     j.epoch = static_cast<uint64_t>(q.Int(4));
     j.last_committed_round = static_cast<uint32_t>(q.Int(5));
@@ -269,6 +278,7 @@ Result<std::vector<JobRecord>> StateStore::LoadJobs() {
     j.created_at = q.Real(7);
     j.started_at = q.Real(8);
     j.finished_at = q.Real(9);
+    j.idempotency_key = q.Blob(10);
     jobs.push_back(std::move(j));
   }
   LONGHAUL_RETURN_IF_ERROR(err);
@@ -332,21 +342,26 @@ Result<std::vector<CommittedRound>> StateStore::LoadRounds(const std::string& jo
 }
 
 Status StateStore::SaveRegion(const RegionRecord& region) {
+  LONGHAUL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   Stmt q(db_,
          "INSERT OR REPLACE INTO regions (name, capacity, data_host, last_seen, agent_key, agent_key_name) "
          "VALUES (?,?,?,?,?,?)");
-  return q.Text(1, region.name)
-      .Bind(2, region.capacity.SerializeAsString())
-      .Text(3, region.data_host)
-      .Bind(4, region.last_seen)
-      .Text(5, region.agent_key)
-      .Text(6, region.agent_key_name)
-      .Run();
+  Status s = q.Text(1, region.name)
+                 .Bind(2, region.capacity.SerializeAsString())
+                 .Text(3, region.data_host)
+                 .Bind(4, region.last_seen)
+                 .Text(5, region.agent_key)
+                 .Text(6, region.agent_key_name)
+                 .Run();
+  if (!s.ok()) return Rollback(s);
+  return Commit("save_region", region.name);
 }
 
 Status StateStore::DeleteRegion(const std::string& name) {
+  LONGHAUL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   Stmt q(db_, "DELETE FROM regions WHERE name=?");
-  return q.Text(1, name).Run();
+  if (Status s = q.Text(1, name).Run(); !s.ok()) return Rollback(s);
+  return Commit("delete_region", name);
 }
 
 Result<std::vector<RegionRecord>> StateStore::LoadRegions() {
@@ -369,8 +384,10 @@ Result<std::vector<RegionRecord>> StateStore::LoadRegions() {
 
 Status StateStore::AppendEvent(const std::string& job_id, const std::string& kind, const std::string& message,
                                double now) {
+  LONGHAUL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   Stmt q(db_, "INSERT INTO events (time, job_id, kind, message) VALUES (?,?,?,?)");
-  return q.Bind(1, now).Text(2, job_id).Text(3, kind).Text(4, message).Run();
+  if (Status s = q.Bind(1, now).Text(2, job_id).Text(3, kind).Text(4, message).Run(); !s.ok()) return Rollback(s);
+  return Commit("event", job_id);
 }
 
 Result<std::vector<EventRecord>> StateStore::LoadEvents(const std::string& job_id, int limit) {

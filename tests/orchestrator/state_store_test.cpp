@@ -36,7 +36,7 @@ TEST_CASE("the store uses WAL and survives close and reopen", "[state_store]") {
     id = *created;
     CHECK(id == "job-000001");
     JobRecord job = *(*store)->LoadJob(id).value();
-    job.state = "running";
+    job.state = JobState::kRunning;
     job.epoch = 3;
     job.regions = {{"eu-west", 0, true, true, {}}, {"us-east", 1, true, false, {}}};
     job.regions[0].endpoint.add_shard_endpoints("tcp://127.0.0.1:5000");
@@ -54,10 +54,10 @@ TEST_CASE("the store uses WAL and survives close and reopen", "[state_store]") {
   }
   auto store = StateStore::Open(file);
   REQUIRE(store.ok());
-  CHECK((*store)->schema_version() == 3);
+  CHECK((*store)->schema_version() == 4);
   auto job = (*store)->LoadJob(id).value();
   REQUIRE(job.has_value());
-  CHECK(job->state == "running");
+  CHECK(job->state == JobState::kRunning);
   CHECK(job->epoch == 3);
   CHECK(job->last_committed_round == 1);
   REQUIRE(job->regions.size() == 2);
@@ -91,13 +91,14 @@ TEST_CASE("a version-1 state file is migrated and keeps its rounds", "[state_sto
     sqlite3* db = nullptr;
     REQUIRE(sqlite3_open(file.c_str(), &db) == SQLITE_OK);
     CHECK(sqlite3_exec(db, "ALTER TABLE rounds DROP COLUMN compute_seconds; ALTER TABLE regions DROP COLUMN agent_key; "
-                       "ALTER TABLE regions DROP COLUMN agent_key_name; UPDATE meta SET value=1", nullptr, nullptr,
-                       nullptr) == SQLITE_OK);
+                       "ALTER TABLE regions DROP COLUMN agent_key_name; DROP INDEX jobs_by_idempotency_key; "
+                       "ALTER TABLE jobs DROP COLUMN idempotency_key; UPDATE meta SET value=1",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
   }
   auto store = StateStore::Open(file);
   REQUIRE(store.ok());
-  CHECK((*store)->schema_version() == 3);
+  CHECK((*store)->schema_version() == 4);
   auto rounds = (*store)->LoadRounds(id).value();
   REQUIRE(rounds.size() == 1);
   CHECK(rounds[0].param_hash == "00ff");
@@ -136,6 +137,60 @@ TEST_CASE("events and regions persist", "[state_store]") {
   auto regions = (*store)->LoadRegions().value();
   REQUIRE(regions.size() == 1);
   CHECK(regions[0].capacity.workers() == 4);
+}
+
+TEST_CASE("an idempotency key names at most one job and survives reopening", "[state_store]") {
+  const auto file = TempFile("idempotency.sqlite");
+  {
+    auto store = StateStore::Open(file);
+    REQUIRE(store.ok());
+    REQUIRE((*store)->CreateJob(DefaultJobSpec(), 1.0, "cli-abc").value() == "job-000001");
+    auto again = (*store)->CreateJob(DefaultJobSpec(), 2.0, "cli-abc");
+    CHECK_FALSE(again.ok());
+    REQUIRE((*store)->CreateJob(DefaultJobSpec(), 3.0, "").ok());  // no key: never a conflict
+    REQUIRE((*store)->CreateJob(DefaultJobSpec(), 4.0, "").ok());
+  }
+  auto store = StateStore::Open(file);
+  REQUIRE(store.ok());
+  auto jobs = (*store)->LoadJobs().value();
+  REQUIRE(jobs.size() == 3);
+  CHECK(jobs[0].idempotency_key == "cli-abc");
+  CHECK(jobs[1].idempotency_key.empty());
+}
+
+TEST_CASE("the write hook sees every write before and after COMMIT and can fail it", "[state_store]") {
+  auto store = StateStore::Open(TempFile("hook.sqlite"));
+  REQUIRE(store.ok());
+  std::vector<std::string> seen;
+  bool fail_next_save = false;
+  (*store)->SetWriteHook([&](const StateWrite& w, bool committed) {
+    seen.push_back(std::to_string(w.seq) + " " + std::string(w.kind) + " " + std::string(w.subject) +
+                   (committed ? " committed" : " before"));
+    if (!committed && w.kind == "save_job" && fail_next_save) return Internal("injected: disk full");
+    return Status::Ok();
+  });
+  const std::string id = (*store)->CreateJob(DefaultJobSpec(), 1.0).value();
+  JobRecord job = *(*store)->LoadJob(id).value();
+  job.state = JobState::kRunning;
+  job.epoch = 7;
+  fail_next_save = true;
+  Status failed = (*store)->SaveJob(job);
+  CHECK(failed.message() == "injected: disk full");
+  CHECK((*store)->LoadJob(id).value()->epoch == 0);  // rolled back
+  CHECK((*store)->LoadJob(id).value()->state == JobState::kSubmitted);
+  fail_next_save = false;
+  REQUIRE((*store)->SaveJob(job).ok());
+  CHECK((*store)->LoadJob(id).value()->epoch == 7);
+  REQUIRE((*store)->AppendEvent(id, "note", "x", 2.0).ok());
+  v1::Capacity cap;
+  REQUIRE((*store)->SaveRegion({"eu-west", cap, "h", 3.0}).ok());
+  REQUIRE((*store)->DeleteRegion("eu-west").ok());
+  CHECK(seen == std::vector<std::string>{"1 create_job job-000001 before", "1 create_job job-000001 committed",
+                                         "2 save_job job-000001 before", "3 save_job job-000001 before",
+                                         "3 save_job job-000001 committed", "4 event job-000001 before",
+                                         "4 event job-000001 committed", "5 save_region eu-west before",
+                                         "5 save_region eu-west committed", "6 delete_region eu-west before",
+                                         "6 delete_region eu-west committed"});
 }
 
 TEST_CASE("an unusable state file is an error, not a crash", "[state_store]") {

@@ -1,7 +1,9 @@
 // The CLI commands: connect with a deadline, one request, render, exit code.
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <random>
 #include <iostream>
 #include <thread>
 
@@ -44,6 +46,18 @@ Result<v1::ControlMessage> Request(const CliContext& ctx, v1::ControlMessage req
   return client->Call(std::move(req));
 }
 
+// 128 random bits: unique per submit without coordination.
+std::string RandomIdempotencyKey() {
+  std::random_device rd;
+  std::string key = "cli-";
+  for (int i = 0; i < 4; ++i) {
+    char part[9];
+    std::snprintf(part, sizeof(part), "%08x", static_cast<unsigned>(rd()));
+    key += part;
+  }
+  return key;
+}
+
 }  // namespace
 
 int ExitCodeFor(const Status& s) {
@@ -66,18 +80,24 @@ int ReportFailure(const CliContext& ctx, int code, const std::string& message) {
 
 int ReportError(const CliContext& ctx, const Status& s) { return ReportFailure(ctx, ExitCodeFor(s), s.message()); }
 
-int CliSubmit(const CliContext& ctx, const std::string& job_file, bool watch) {
+int CliSubmit(const CliContext& ctx, const std::string& job_file, bool watch, std::string idempotency_key) {
   // Every problem with the file itself is bad input (2), a missing file too.
   auto text = ReadJobFile(job_file);
   if (!text.ok()) return ReportFailure(ctx, kExitUsage, text.status().message());
   auto spec = ParseJobSpecYaml(*text, std::filesystem::path(job_file).filename().string());
   if (!spec.ok()) return ReportFailure(ctx, kExitUsage, "bad job file: " + spec.status().message());
+  if (idempotency_key.empty()) idempotency_key = RandomIdempotencyKey();
   v1::ControlMessage req;
   *req.mutable_submit_job()->mutable_spec() = *spec;
-  auto reply = Request(ctx, req);
+  req.mutable_submit_job()->set_idempotency_key(idempotency_key);
+  auto client = Connect(ctx);
+  if (!client.ok()) return ReportError(ctx, client.status());
+  auto reply = (*client)->Call(req, std::chrono::milliseconds(1000));
   if (!reply.ok()) return ReportError(ctx, reply.status());
   const std::string& id = reply->submit_job_reply().job_id();
   if (ctx.json) Out(ctx) << ToJson(reply->submit_job_reply()) << "\n";
+  else if (reply->submit_job_reply().existing())
+    Out(ctx) << id << " (" << spec->name() << ") was submitted before with idempotency key " << idempotency_key << "\n";
   else Out(ctx) << "submitted " << id << " (" << spec->name() << ")\n";
   if (!watch) return kExitOk;
   return CliStatus(ctx, id, true, std::chrono::milliseconds(1000));
@@ -102,18 +122,28 @@ int CliStatus(const CliContext& ctx, const std::string& job_id, bool watch, std:
     else Out(ctx) << (tty && watch ? "\033[H\033[2J" : "") << RenderJobStatus(st, tty);
     Out(ctx).flush();
     const bool done = IsTerminalJobState(st.state());
-    if (!watch || done) return watch && st.state() != "succeeded" ? kExitFailed : kExitOk;
+    if (!watch || done) return watch && ParseJobState(st.state()) != JobState::kSucceeded ? kExitFailed : kExitOk;
     std::this_thread::sleep_for(interval);
   }
 }
 
 int CliJobs(const CliContext& ctx) {
-  v1::ControlMessage req;
-  req.mutable_list_jobs();
-  auto reply = Request(ctx, req);
-  if (!reply.ok()) return ReportError(ctx, reply.status());
-  if (ctx.json) Out(ctx) << ToJson(reply->job_list()) << "\n";
-  else Out(ctx) << RenderJobTable(reply->job_list());
+  auto client = Connect(ctx);
+  if (!client.ok()) return ReportError(ctx, client.status());
+  v1::JobList all;
+  std::string token;
+  do {
+    v1::ControlMessage req;
+    req.mutable_list_jobs()->set_page_token(token);
+    auto reply = (*client)->Call(req, std::chrono::milliseconds(1000));
+    if (!reply.ok()) return ReportError(ctx, reply.status());
+    for (auto& j : *reply->mutable_job_list()->mutable_jobs()) *all.add_jobs() = std::move(j);
+    if (!reply->job_list().next_page_token().empty() && reply->job_list().next_page_token() <= token)
+      return ReportFailure(ctx, kExitFailed, "the orchestrator's job list did not advance past '" + token + "'");
+    token = reply->job_list().next_page_token();
+  } while (!token.empty());
+  if (ctx.json) Out(ctx) << ToJson(all) << "\n";
+  else Out(ctx) << RenderJobTable(all);
   return kExitOk;
 }
 

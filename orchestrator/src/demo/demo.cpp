@@ -11,6 +11,7 @@
 
 #include "longhaul/orchestrator/cli.h"
 #include "longhaul/orchestrator/job_spec.h"
+#include "longhaul/orchestrator/job_state.h"
 #include "longhaul/orchestrator/local_cluster.h"
 
 namespace longhaul::orchestrator {
@@ -107,7 +108,7 @@ class Demo {
     }
     PrintTable(results);
     for (const auto& r : results)
-      if (r.status.state() != "succeeded") return kExitFailed;
+      if (ParseJobState(r.status.state()) != JobState::kSucceeded) return kExitFailed;
     return kExitOk;
   }
 

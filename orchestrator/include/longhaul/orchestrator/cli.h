@@ -43,8 +43,12 @@ int ExitCodeFor(const Status& status);
 // returns `code`.
 int ReportFailure(const CliContext& ctx, int code, const std::string& message);
 
-int CliSubmit(const CliContext& ctx, const std::string& job_file, bool watch);
+// Sent with `idempotency_key` (a random one if empty) and re-sent every second
+// until answered or ctx.timeout passes, so a reply lost to an orchestrator
+// restart never creates a second job.
+int CliSubmit(const CliContext& ctx, const std::string& job_file, bool watch, std::string idempotency_key = "");
 int CliStatus(const CliContext& ctx, const std::string& job_id, bool watch, std::chrono::milliseconds interval);
+// Every job, fetched page by page (each page at most 1 MiB), as one table or JSON document.
 int CliJobs(const CliContext& ctx);
 int CliCancel(const CliContext& ctx, const std::string& job_id);
 int CliRegions(const CliContext& ctx);

@@ -32,8 +32,12 @@ class ControlClient {
   static Result<std::unique_ptr<ControlClient>> Connect(ControlClientOptions options);
   ~ControlClient();
 
-  // Sends `request` and waits for the reply with the same request_id.
-  Result<v1::ControlMessage> Call(v1::ControlMessage request);
+  // Sends `request` and waits for the reply with the same request_id. With
+  // `resend_every` > 0 the request is sent again each time that passes without
+  // a reply (an orchestrator that restarted lost it): only for requests that
+  // are safe to repeat (reads, a submit with an idempotency key).
+  Result<v1::ControlMessage> Call(v1::ControlMessage request,
+                                  std::chrono::milliseconds resend_every = std::chrono::milliseconds(0));
   // Fire and forget (agents' heartbeats, reports).
   Status Send(v1::ControlMessage msg);
   // Next message from the orchestrator, or kDeadlineExceeded after `wait`.

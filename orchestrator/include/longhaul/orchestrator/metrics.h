@@ -13,6 +13,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 
 namespace longhaul::orchestrator {
 
@@ -28,6 +29,8 @@ class OrchestratorMetrics {
                     double tokens_per_second);
   void WanBytes(const std::string& job, const std::string& codec, double bytes);
   void MessageRejected(const std::string& why);
+  // `operation` is one of a fixed set of phrases ("starting a round"): a bounded label.
+  void StateWriteFailed(std::string_view operation);
   void StalledFor(const std::string& job, double seconds);
   // A region's measured WAN link towards a peer region (from its LinkReport).
   void LinkMeasured(const std::string& region, const std::string& peer, double bytes_per_second, double rtt_seconds);
@@ -48,6 +51,7 @@ class OrchestratorMetrics {
   prometheus::Family<prometheus::Gauge>& stall_;
   prometheus::Family<prometheus::Gauge>& link_bandwidth_;
   prometheus::Family<prometheus::Gauge>& link_rtt_;
+  prometheus::Family<prometheus::Counter>& write_failures_;
 };
 
 }  // namespace longhaul::orchestrator

@@ -17,6 +17,7 @@
 #include <set>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "longhaul/common/clock.h"
@@ -73,6 +74,7 @@ class Orchestrator {
   void HandleHeartbeat(const std::string& identity, const v1::ControlMessage& msg);
   void HandleSubmit(const std::string& identity, const v1::ControlMessage& msg);
   void HandleCancel(const std::string& identity, const v1::ControlMessage& msg);
+  void HandleListJobs(const std::string& identity, const v1::ControlMessage& msg);
   void HandleLinkReport(const std::string& identity, const v1::ControlMessage& msg);
   void HandleJobFacts(const std::string& identity, const v1::ControlMessage& msg);
   bool FromRegistered(const std::string& identity, const std::string& region, const char* what);
@@ -89,10 +91,19 @@ class Orchestrator {
   void HandleJobRejected(const std::string& identity, const v1::ControlMessage& msg);
   void ObserveHeartbeat(const std::string& region, const v1::Heartbeat& hb);
   void RegionWentDown(const std::string& region);
-  void FinishJob(Job& job, const std::string& state, const std::string& reason);
+  // Durable before announced; if the write fails the job keeps its state and
+  // the outcome is pending (Job::pending_finish) until Tick can write it.
+  void FinishJob(Job& job, JobState state, const std::string& reason);
   void CheckScheduledJob(Job& job);
+  void ReleaseScheduledJob(Job& job, const std::string& why);
   std::map<std::string, std::string> RegionAssignments() const;
   longhaul::Status SaveJob(Job& job);
+  // Applies `change` to the job and saves it. A failed write puts the job back
+  // as it was, so nothing is announced from a state the file does not hold and
+  // the transition is tried again from the same place (Tick, a re-sent message,
+  // the user); the failure is logged, counted and shown by `status`.
+  longhaul::Status Transition(Job& job, std::string_view what, const std::function<void(Job&)>& change);
+  void NoteWriteFailure(Job& job, std::string_view what, const longhaul::Status& s);
   void Event(const Job& job, const std::string& kind, const std::string& message);
 
   // Rounds (job_rounds.cpp).
@@ -115,6 +126,7 @@ class Orchestrator {
   RegionRegistry registry_;
   LinkTable links_;
   std::map<std::string, std::unique_ptr<Job>> jobs_;
+  std::map<std::string, std::string> by_idempotency_key_;  // submitter's key -> job id
   Clock::TimePoint started_at_;
 };
 

@@ -9,12 +9,14 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "longhaul/common/status.h"
+#include "longhaul/orchestrator/job_state.h"
 #include "longhaul/v1/control.pb.h"
 
 struct sqlite3;
@@ -34,13 +36,14 @@ struct JobRegionRecord {
 struct JobRecord {
   std::string id;
   v1::JobSpec spec;
-  std::string state = "submitted";  // submitted|scheduled|running|succeeded|failed|cancelled
+  JobState state = JobState::kSubmitted;
   std::string reason;
   uint64_t epoch = 0;
   uint32_t last_committed_round = 0;
   double created_at = 0, started_at = 0, finished_at = 0;
   uint64_t wan_bytes = 0;  // over committed rounds
   std::vector<JobRegionRecord> regions;
+  std::string idempotency_key;  // the submitter's, "" = none (a retried submit finds this job)
 };
 
 struct CommittedRound {
@@ -71,7 +74,17 @@ struct EventRecord {
   std::string job_id, kind, message;
 };
 
-bool IsTerminalJobState(const std::string& state);
+// One write transaction of the store, as a write hook sees it.
+struct StateWrite {
+  uint64_t seq = 0;           // 1, 2, ... since the store was opened
+  std::string_view kind;      // create_job, save_job, commit_round, save_region, delete_region, event
+  std::string_view subject;   // the job id or region name
+};
+
+// Called before a write's COMMIT (committed = false; a non-OK status fails the
+// write: it is rolled back and the status returned to the caller) and right
+// after it (committed = true; the status is ignored). Fault injection for tests.
+using StateWriteHook = std::function<Status(const StateWrite&, bool committed)>;
 
 class StateStore {
  public:
@@ -82,8 +95,9 @@ class StateStore {
   StateStore(const StateStore&) = delete;
   StateStore& operator=(const StateStore&) = delete;
 
-  // Assigns the next id ("job-000001") and stores the job as submitted.
-  Result<std::string> CreateJob(const v1::JobSpec& spec, double now);
+  // Assigns the next id ("job-000001") and stores the job as submitted. A
+  // non-empty idempotency key is unique among jobs (kAlreadyExists if taken).
+  Result<std::string> CreateJob(const v1::JobSpec& spec, double now, const std::string& idempotency_key = "");
   // Saves state, reason, epoch, timestamps and the region list of `job`.
   Status SaveJob(const JobRecord& job);
   // Round row, checkpoints, job progress (round, epoch, wan bytes, regions) and an
@@ -101,6 +115,7 @@ class StateStore {
   Result<std::vector<EventRecord>> LoadEvents(const std::string& job_id, int limit);
 
   Result<std::string> JournalMode();
+  void SetWriteHook(StateWriteHook hook) { write_hook_ = std::move(hook); }
   int schema_version() const { return schema_version_; }
 
  private:
@@ -108,9 +123,14 @@ class StateStore {
   Status Exec(const std::string& sql);
   Status Migrate();
   Status SaveJobTx(const JobRecord& job);
+  // Ends a write transaction begun with BEGIN IMMEDIATE: the hook, COMMIT, the hook.
+  Status Commit(std::string_view kind, std::string_view subject);
+  Status Rollback(Status why);
 
   sqlite3* db_;
   int schema_version_ = 0;
+  uint64_t writes_ = 0;
+  StateWriteHook write_hook_;
 };
 
 }  // namespace longhaul::orchestrator

@@ -1,0 +1,169 @@
+// The Orchestrator state machine driven in-process (see orchestrator_flow_test.cpp):
+// fake agents are plain message exchanges, time is a ManualClock, the store is a
+// real SQLite file.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <map>
+#include <unistd.h>
+
+#include "longhaul/orchestrator/job_spec.h"
+#include "longhaul/orchestrator/orchestrator.h"
+
+namespace longhaul::orchestrator::testing {
+
+using namespace std::chrono_literals;
+
+struct Sent {
+  std::string to;
+  v1::ControlMessage msg;
+};
+
+class Rig {
+ public:
+  explicit Rig(const std::string& name) {
+    auto dir = std::filesystem::temp_directory_path() / ("longhaul-flow-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    file_ = dir / (name + ".sqlite");
+    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(file_.string() + suffix);
+    options_.timeouts.heartbeat_interval = 100ms;
+    options_.timeouts.heartbeat_misses = 3;
+    options_.timeouts.link_io = 500ms;
+    options_.timeouts.collective = 2s;
+    options_.timeouts.round = 5s;
+    Start();
+  }
+  void Start() {
+    orch_.reset();
+    store_.reset();
+    store_ = std::move(StateStore::Open(file_).value());
+    orch_ = std::move(Orchestrator::Create(store_.get(), clock_, options_, nullptr,
+                                           [this](const std::string& to, const v1::ControlMessage& m) {
+                                             sent_.push_back({to, m});
+                                           })
+                          .value());
+  }
+  Orchestrator& o() { return *orch_; }
+  ManualClock& clock() { return clock_; }
+  StateStore& store() { return *store_; }
+
+  std::vector<Sent> Take() { return std::exchange(sent_, {}); }
+  void Send(const std::string& from, v1::ControlMessage m, const PeerKey& key = {}) {
+    m.set_request_id(++rid_);
+    orch_->Handle(from, m, key);
+  }
+  void Register(const std::string& region, const std::string& identity, const PeerKey& key = {}) {
+    v1::ControlMessage m;
+    m.mutable_register_region()->set_region(region);
+    m.mutable_register_region()->mutable_capacity()->set_workers(4);
+    Send(identity, m, key);
+  }
+  void Heartbeat(const std::string& region, const std::string& identity, std::vector<std::string> jobs = {}) {
+    v1::ControlMessage m;
+    m.mutable_heartbeat()->set_region(region);
+    m.mutable_heartbeat()->set_healthy(true);
+    for (auto& j : jobs) m.mutable_heartbeat()->add_running_jobs(j);
+    Send(identity, m);
+  }
+  void Ready(const std::string& job, const std::string& region, const std::string& identity) {
+    v1::ControlMessage m;
+    m.mutable_job_ready()->set_job_id(job);
+    m.mutable_job_ready()->set_region(region);
+    m.mutable_job_ready()->mutable_endpoint()->add_shard_endpoints("tcp://127.0.0.1:1/" + region);
+    Send(identity, m);
+  }
+  void Report(const std::string& job, uint32_t round, uint64_t epoch, const std::string& region,
+              const std::string& identity, const std::string& hash) {
+    v1::ControlMessage m;
+    auto* r = m.mutable_round_report();
+    r->set_job_id(job);
+    r->set_round(round);
+    r->set_epoch(epoch);
+    r->set_region(region);
+    r->set_ok(true);
+    r->set_param_hash(hash);
+    r->set_loss(3.0 - round * 0.1);
+    r->set_val_loss(3.1 - round * 0.1);
+    r->set_tokens(1000);
+    r->set_wan_bytes_sent(4000);
+    r->set_comm_seconds(0.5);
+    r->set_wall_seconds(2.0);
+    Send(identity, m);
+  }
+  std::string Submit(uint32_t rounds) {
+    v1::JobSpec spec = DefaultJobSpec();
+    spec.set_rounds(rounds);
+    spec.set_min_regions(2);
+    v1::ControlMessage m;
+    *m.mutable_submit_job()->mutable_spec() = spec;
+    Send("cli", m);
+    std::string id;
+    std::vector<Sent> rest;
+    for (auto& s : Take()) {
+      if (s.msg.has_submit_job_reply()) id = s.msg.submit_job_reply().job_id();
+      else rest.push_back(std::move(s));
+    }
+    sent_ = std::move(rest);  // assignments stay for the caller to inspect
+    REQUIRE_FALSE(id.empty());
+    return id;
+  }
+  // Advances time in heartbeat steps; the listed regions keep heartbeating.
+  void Pass(std::chrono::milliseconds d, const std::vector<std::pair<std::string, std::string>>& alive,
+            const std::vector<std::string>& jobs) {
+    for (auto t = 0ms; t < d; t += 100ms) {
+      clock_.Advance(100ms);
+      for (auto& [region, id] : alive) Heartbeat(region, id, jobs);
+      orch_->Tick();
+    }
+  }
+
+ private:
+  std::filesystem::path file_;
+  ManualClock clock_;
+  OrchestratorOptions options_;
+  std::unique_ptr<StateStore> store_;
+  std::unique_ptr<Orchestrator> orch_;
+  std::vector<Sent> sent_;
+  uint64_t rid_ = 0;
+};
+
+// START commands in `sent`, by recipient identity.
+inline std::map<std::string, v1::RoundCommand> Starts(const std::vector<Sent>& sent) {
+  std::map<std::string, v1::RoundCommand> out;
+  for (const auto& s : sent)
+    if (s.msg.has_round_command() && s.msg.round_command().kind() == v1::RoundCommand::START)
+      out[s.to] = s.msg.round_command();
+  return out;
+}
+inline int Count(const std::vector<Sent>& sent, v1::ControlMessage::BodyCase body) {
+  int n = 0;
+  for (const auto& s : sent) n += s.msg.body_case() == body ? 1 : 0;
+  return n;
+}
+
+inline const std::vector<std::pair<std::string, std::string>> kAll = {{"a", "id-a"}, {"b", "id-b"}, {"c", "id-c"}};
+
+// Registers a, b, c, submits a job and brings it to round 1 started.
+inline std::string StartJob(Rig& rig, uint32_t rounds) {
+  for (auto& [r, id] : kAll) {
+    rig.Register(r, id);
+    rig.Heartbeat(r, id);
+  }
+  rig.Take();
+  const std::string job = rig.Submit(rounds);
+  auto sent = rig.Take();
+  REQUIRE(Count(sent, v1::ControlMessage::kJobAssignment) == 3);
+  for (auto& [r, id] : kAll) rig.Ready(job, r, id);
+  auto starts = Starts(rig.Take());
+  REQUIRE(starts.size() == 3);
+  CHECK(starts["id-a"].round() == 1);
+  CHECK(starts["id-a"].epoch() == 1);
+  CHECK(starts["id-a"].participants_size() == 3);
+  CHECK(rig.o().JobStatusOf(job).value().state() == "running");
+  return job;
+}
+
+
+}  // namespace longhaul::orchestrator::testing
