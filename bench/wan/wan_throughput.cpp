@@ -5,10 +5,7 @@
 //   (c) a veth pair between two network namespaces (lhbench-*), tbf on both ends
 // Targets: goodput >= 0.9x iperf3; time for S bytes <= 1.15x (S/rate + RTT).
 // Internal roles (--role recv|send) are the two processes of one transfer.
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -22,6 +19,8 @@
 
 #include "longhaul/wan_transport/curve.h"
 #include "longhaul/wan_transport/link_emulator.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
 #include "wan_roles.h"
 
 namespace fs = std::filesystem;
@@ -32,70 +31,31 @@ namespace {
 
 std::string g_self;
 
-// A child process with stdout piped; killed and reaped on destruction.
+// A child process with stdout piped (stderr discarded); killed with its
+// process group and reaped on destruction.
 class Proc {
  public:
-  explicit Proc(std::vector<std::string> argv) {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(fds[1], 1);
-      int devnull = ::open("/dev/null", O_WRONLY);
-      ::dup2(devnull, 2);
-      std::vector<char*> a;
-      for (auto& s : argv) a.push_back(s.data());
-      a.push_back(nullptr);
-      ::execvp(a[0], a.data());
-      ::_exit(127);
-    }
-    ::close(fds[1]);
-    fd_ = fds[0];
-  }
-  ~Proc() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (fd_ >= 0) ::close(fd_);
+  explicit Proc(const std::vector<std::string>& argv) {
+    auto p = testing::Subprocess::Spawn(argv, {.log_path = "/dev/null", .capture_stdout = true});
+    if (p.ok()) p_ = std::move(*p);
+    else std::fprintf(stderr, "cannot start %s: %s\n", argv[0].c_str(), p.status().ToString().c_str());
   }
   // Reads until a line starting with prefix (rest returned) or timeout/EOF.
   std::optional<std::string> Expect(const std::string& prefix, std::chrono::seconds timeout) {
-    auto end = std::chrono::steady_clock::now() + timeout;
+    const auto end = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < end) {
-      size_t nl;
-      while ((nl = buf_.find('\n')) != std::string::npos) {
-        std::string line = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        if (line.rfind(prefix, 0) == 0) return line.substr(prefix.size());
-        if (line.rfind("error", 0) == 0) std::fprintf(stderr, "  child: %s\n", line.c_str());
-      }
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 200) <= 0) continue;
-      char tmp[65536];
-      ssize_t n = ::read(fd_, tmp, sizeof tmp);
-      if (n <= 0) return std::nullopt;
-      buf_.append(tmp, static_cast<size_t>(n));
+      const std::string line = p_.ReadLine(std::chrono::duration_cast<std::chrono::milliseconds>(
+          end - std::chrono::steady_clock::now()));
+      if (line.rfind(prefix, 0) == 0) return line.substr(prefix.size());
+      if (line.rfind("error", 0) == 0) std::fprintf(stderr, "  child: %s\n", line.c_str());
+      if (line.empty() && !p_.Running()) break;
     }
     return std::nullopt;
   }
-  std::string ReadAll(std::chrono::seconds timeout) {
-    auto end = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < end) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 200) <= 0) continue;
-      char tmp[65536];
-      ssize_t n = ::read(fd_, tmp, sizeof tmp);
-      if (n <= 0) break;
-      buf_.append(tmp, static_cast<size_t>(n));
-    }
-    return buf_;
-  }
+  std::string ReadAll(std::chrono::seconds timeout) { return p_.ReadAll(timeout); }
 
  private:
-  pid_t pid_ = -1;
-  int fd_ = -1;
-  std::string buf_;
+  testing::Subprocess p_;
 };
 
 std::vector<std::string> In(const std::string& ns, std::vector<std::string> cmd) {
@@ -157,7 +117,10 @@ std::optional<double> RunWan(const Path& p, const std::string& dir) {
 std::optional<double> RunIperf(const Path& p, int seconds) {
   int port = 20000 + static_cast<int>(std::random_device{}() % 20000);
   Proc server(In(p.recv_ns, {"iperf3", "-s", "-1", "-B", p.recv_ip, "-p", std::to_string(port)}));
-  std::this_thread::sleep_for(300ms);
+  if (!server.Expect("Server listening", 10s)) {
+    std::fprintf(stderr, "iperf3 -s did not start listening on port %d\n", port);
+    return std::nullopt;
+  }
   std::string host = p.recv_ip;
   int cport = port;
   std::unique_ptr<wan_transport::LinkEmulator> relay;
@@ -178,7 +141,10 @@ std::optional<double> RunIperf(const Path& p, int seconds) {
   }
 }
 
-int Sh(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()); }
+int Sh(const std::string& cmd) {
+  std::string output;
+  return testing::RunCommand(cmd, &output, 60s);
+}
 
 void TeardownNetns() {
   Sh("ip netns del lhbench-a");
@@ -213,7 +179,8 @@ bool SetupNetns(double rate_mbit) {
 }
 
 int Orchestrate(bool quick, int only) {
-  auto dir = fs::temp_directory_path() / ("lhbench_keys_" + std::to_string(::getpid()));
+  const testing::TempDir keys_dir("bench-keys");
+  const fs::path& dir = keys_dir.path();
   for (const char* who : {"recv", "send"}) {
     auto k = wan_transport::GenerateCurveKeyPair();
     if (!k.ok() || !wan_transport::WriteKeyPair(dir, who, *k).ok()) {
@@ -268,7 +235,6 @@ int Orchestrate(bool quick, int only) {
   }
   if (!have_netns) std::printf("(c) skipped: could not create network namespaces (needs root and iproute2)\n");
   TeardownNetns();
-  fs::remove_all(dir);
   std::printf("targets: ratio >= 0.90 (goodput vs iperf3, same path, same stream count); t/ideal <= 1.15 where ideal = S/rate + RTT\n");
   return failures == 0 ? 0 : 1;
 }

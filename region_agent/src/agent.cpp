@@ -257,6 +257,8 @@ void Agent::OnRoundCommand(const v1::RoundCommand& cmd) {
       return;
     }
     job->BeginRound(cmd);
+    spdlog::info("job {} round {} epoch {}: started on {} worker(s), {} region(s)", cmd.job_id(), cmd.round(),
+                 cmd.epoch(), job->workers(), cmd.participants_size());
   } else if (job == nullptr) {
     spdlog::info("dropped round command for unknown job {}", cmd.job_id());
     return;

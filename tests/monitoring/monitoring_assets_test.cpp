@@ -1,7 +1,6 @@
 // The shipped Prometheus config, alert rules and Grafana dashboards are valid.
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -10,12 +9,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/subprocess.h"
+
 namespace fs = std::filesystem;
 
 TEST_CASE("promtool accepts the Prometheus config and alert rules", "[monitoring]") {
   const std::string dir = std::string(LONGHAUL_SOURCE_DIR) + "/monitoring/prometheus";
-  REQUIRE(std::system(("promtool check config " + dir + "/prometheus.yml > /dev/null").c_str()) == 0);
-  REQUIRE(std::system(("promtool check rules " + dir + "/alerts.yml > /dev/null").c_str()) == 0);
+  std::string out;
+  const int config = longhaul::testing::RunCommand("promtool check config " + dir + "/prometheus.yml", &out);
+  const int rules = longhaul::testing::RunCommand("promtool check rules " + dir + "/alerts.yml", &out);
+  INFO(out);
+  CHECK(config == 0);
+  CHECK(rules == 0);
 }
 
 TEST_CASE("Every Grafana dashboard is valid JSON whose panels query longhaul metrics", "[monitoring]") {

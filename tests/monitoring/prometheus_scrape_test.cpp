@@ -12,6 +12,7 @@
 
 #include "longhaul/monitoring/metrics_server.h"
 #include "support/subprocess.h"
+#include "support/temp_dir.h"
 
 using namespace longhaul;
 using namespace std::chrono_literals;
@@ -37,19 +38,20 @@ TEST_CASE("Prometheus scrapes a longhaul metrics endpoint and answers queries on
       prometheus::BuildCounter().Name("longhaul_scrape_probe_total").Help("probe").Register((*server)->registry());
   family.Add({{"region", "eu-west"}}).Increment(7);
 
-  testing::TempDir dir;
+  testing::TempDir tmp("prometheus");
+  const std::string dir = tmp.path().string();
   const int prom_port = FreePort();
   {
-    std::ofstream cfg(dir.path() + "/prometheus.yml");
+    std::ofstream cfg(dir + "/prometheus.yml");
     cfg << "global: {scrape_interval: 1s}\n"
         << "scrape_configs:\n  - job_name: longhaul-test\n    static_configs:\n"
         << "      - targets: ['127.0.0.1:" << (*server)->port() << "']\n";
   }
-  auto prom = testing::Subprocess::Start(
-      {"/usr/bin/prometheus", "--config.file=" + dir.path() + "/prometheus.yml",
-       "--storage.tsdb.path=" + dir.path() + "/data", "--web.listen-address=127.0.0.1:" + std::to_string(prom_port)},
-      dir.path() + "/prometheus.log");
-  REQUIRE(prom.has_value());
+  auto prom = testing::Subprocess::Spawn(
+      {"/usr/bin/prometheus", "--config.file=" + dir + "/prometheus.yml",
+       "--storage.tsdb.path=" + dir + "/data", "--web.listen-address=127.0.0.1:" + std::to_string(prom_port)},
+      {.log_path = dir + "/prometheus.log"});
+  REQUIRE(prom.ok());
 
   // The first sample lands a few seconds after start; poll the query API, bounded.
   std::string body;

@@ -4,14 +4,17 @@
 // its workers and links; the agent is then restarted), of the orchestrator
 // (restarted on the same port), and of one link emulator (the link is cut).
 //
-// After each fault the job must finish, rounds 1..R must be committed exactly
-// once, every participant's own worker log must show the committed hash for
-// every committed round (the replicas stayed bitwise identical), the faulted
-// region must be back in the last round, and the final validation loss must be
-// within 5% of an undisturbed run of the same spec in the same cluster. Each
-// case prints its recovery time: fault -> the first round committed after the
-// orchestrator noticed the fault (its first abort), and fault -> the first
-// round with all three regions again. Every wait is bounded.
+// The job is far longer than the test: each case waits for the events it
+// checks (the faulted region gone from the rounds table and back, and round
+// kCompareRound committed), checks, then cancels the job; it never races the
+// job's end. Checked: rounds 1..n committed exactly once, in order; every
+// participant's own worker log shows the committed hash for every committed
+// round (the replicas stayed bitwise identical); the validation loss at round
+// kCompareRound is within 5% of an undisturbed run of the same spec in the same
+// cluster. Each case prints its recovery time (fault -> the first round
+// committed after the orchestrator noticed the fault, and fault -> the first
+// round with all three regions again) for information: time is measured, not
+// asserted, in tests. Every wait is bounded.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -37,18 +40,15 @@ const std::vector<std::string>& kRegions = kClusterRegions;
 // Measured: undisturbed runs with other model seeds land within 2% of each
 // other, the faulted runs 0.6-1.9% above; at 600 steps (still on the steep part
 // of the curve) a region lost at round 3 cost 3.6%.
-constexpr uint32_t kRounds = 24;
+constexpr uint32_t kCompareRound = 24;
+// Rounds in the spec: far more than any case waits for (it cancels the job);
+// equal for the reference and the faulted run, so both see the same inner
+// learning-rate schedule (cosine over the job's steps) up to kCompareRound.
+constexpr uint32_t kJobRounds = 100000;
 constexpr uint32_t kInnerSteps = 50;
 constexpr uint32_t kFaultAtRound = 3;  // inject once this many rounds are committed
 constexpr double kLossTolerance = 0.05;
-// The orchestrator notices a dead worker or a cut link at once (the agent
-// reports it) and a dead agent after its missed heartbeats (~1 s); its ABORT
-// cancels the survivors' WAN exchange, so the retry commits within about a
-// second. Without the cancellation the survivors waited out a whole collective
-// timeout (15 s, --collective-timeout-s), which these bounds catch; the rest is
-// slack for a loaded machine.
-constexpr double kRecoveryLimitSeconds = 10;
-constexpr double kRejoinLimitSeconds = 20;  // back in the ring: recovery, relaunch, next round boundary
+constexpr auto kRoundsLimit = 300s;  // bound on reaching kCompareRound, faults and recovery included
 
 double UnixNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -96,7 +96,7 @@ v1::JobSpec ChaosSpec() {
   s.set_region_count(3);
   s.set_min_regions(2);
   s.set_workers_per_region(1);
-  s.set_rounds(kRounds);
+  s.set_rounds(kJobRounds);
   s.set_checkpoint_interval(0);
   s.mutable_inner()->set_lr(2e-2);
   s.mutable_inner()->set_warmup_steps(10);
@@ -131,27 +131,29 @@ fs::path WorkerLog(const RealCluster& c, const std::string& region, const std::s
   return c.dir / region / job / "worker-0.log";
 }
 
-// An undisturbed run of the spec: its final validation loss.
-double ReferenceLoss(RealCluster& c) {
-  const std::string job = c.Submit(ChaosSpec());
-  auto st = c.WaitFor(job, JobDone, 120s);
-  INFO("reference run: " << st.reason() << " (logs in " << c.dir << ")");
-  REQUIRE(st.state() == "succeeded");
-  REQUIRE(st.val_loss() > 0);
-  return st.val_loss();
+// The validation loss of round kCompareRound of `job` (rounds: its table).
+double LossAtCompareRound(const std::vector<orchestrator::CommittedRound>& rounds) {
+  REQUIRE(rounds.size() >= kCompareRound);
+  REQUIRE(rounds[kCompareRound - 1].round == kCompareRound);
+  REQUIRE(rounds[kCompareRound - 1].val_loss > 0);
+  return rounds[kCompareRound - 1].val_loss;
 }
 
-// What each case checks after its fault, and the recovery line it prints.
-void CheckRecovered(const RealCluster& c, const std::string& job, const std::string& fault,
-                    const std::string& region, double fault_at, double reference) {
-  auto st = c.WaitFor(job, JobDone, 180s);
-  INFO(fault << ": job " << job << " " << st.state() << ": " << st.reason() << " (logs in " << c.dir << ")");
-  REQUIRE(st.state() == "succeeded");
+// An undisturbed run of the spec: its validation loss at kCompareRound.
+double ReferenceLoss(RealCluster& c) {
+  const std::string job = c.Submit(ChaosSpec());
+  auto rounds = c.WaitForRounds(job, [](const auto& r) { return r.size() >= kCompareRound; }, kRoundsLimit);
+  INFO("reference run: " << rounds.size() << " rounds committed (logs in " << c.dir << ")");
+  const double loss = LossAtCompareRound(rounds);
+  CHECK(c.Cancel(job).state() == "cancelled");
+  return loss;
+}
 
-  auto rounds = c.Rounds(job);
-  REQUIRE(rounds.size() == kRounds);
-  for (uint32_t i = 0; i < kRounds; ++i) CHECK(rounds[i].round == i + 1);  // each round once, in order
-
+// Rounds 1..n each committed once, in order, and every participant's worker
+// logged the committed hash.
+void CheckRoundsAndReplicas(const RealCluster& c, const std::string& job,
+                            const std::vector<orchestrator::CommittedRound>& rounds) {
+  for (size_t i = 0; i < rounds.size(); ++i) CHECK(rounds[i].round == i + 1);
   // A commit needs every participant's hash to agree; check it from the
   // regions' side too: each participant's worker logged the committed hash.
   std::map<std::string, std::map<std::pair<uint32_t, uint64_t>, std::string>> logged;
@@ -165,16 +167,35 @@ void CheckRecovered(const RealCluster& c, const std::string& job, const std::str
       CHECK(it->second == r.param_hash);
     }
   }
-  // The faulted region came back and took part in the last round.
-  CHECK(rounds.back().participants.size() == kRegions.size());
+}
 
-  const double rel = std::abs(st.val_loss() - reference) / reference;
-  INFO("final val_loss " << st.val_loss() << " vs undisturbed " << reference);
+// What each case checks after its fault, and the recovery line it prints.
+// `back_region`: the region that must be seen gone and back ("" when the fault
+// is the control plane's: then a round with every region after the fault).
+void CheckRecovered(const RealCluster& c, const std::string& job, const std::string& fault,
+                    const std::string& back_region, uint32_t fault_round, double fault_at, double reference) {
+  auto done = [&](const std::vector<orchestrator::CommittedRound>& rounds) {
+    if (rounds.size() < kCompareRound) return false;
+    if (!back_region.empty()) return static_cast<bool>(FindRejoin(rounds, back_region, fault_round));
+    return std::any_of(rounds.begin(), rounds.end(), [&](const auto& r) {
+      return r.committed_at >= fault_at && r.participants.size() == kRegions.size();
+    });
+  };
+  const auto rounds = c.WaitForRounds(job, done, kRoundsLimit);
+  const auto st = c.WaitFor(job, [](const v1::JobStatus&) { return true; }, 5s);
+  INFO(fault << ": job " << job << " " << st.state() << " after " << rounds.size() << " rounds: " << st.reason()
+             << " (logs in " << c.dir << ")");
+  REQUIRE(done(rounds));  // the region came back (or the job went on), and the job reached kCompareRound
+  CheckRoundsAndReplicas(c, job, rounds);
+
+  const double loss = LossAtCompareRound(rounds);
+  const double rel = std::abs(loss - reference) / reference;
+  INFO("round " << kCompareRound << " val_loss " << loss << " vs undisturbed " << reference);
   CHECK(rel <= kLossTolerance);
 
-  // Recovery: the fault is noticed at the first abort (or restore) after it;
-  // recovered at the first commit after that; whole again at the first commit
-  // with every region.
+  // Recovery, printed: the fault is noticed at the first abort (or restore)
+  // after it; recovered at the first commit after that; whole again at the
+  // first commit with every region.
   auto events = c.Events(job);
   std::optional<double> noticed;
   for (const auto& e : events)
@@ -192,17 +213,16 @@ void CheckRecovered(const RealCluster& c, const std::string& job, const std::str
   }
   REQUIRE(next != nullptr);
   REQUIRE(whole != nullptr);
-  CHECK(next->committed_at - fault_at <= kRecoveryLimitSeconds);
-  CHECK(whole->committed_at - fault_at <= kRejoinLimitSeconds);
   int aborts = 0;
   for (const auto& e : events) aborts += e.kind == "round_aborted" && e.time >= fault_at ? 1 : 0;
   std::printf(
       "chaos: %s (%s): recovered in %.1f s (round %u committed by %zu regions), all %zu regions in %.1f s (round "
-      "%u); %d aborted attempt(s); final val_loss %.4f vs undisturbed %.4f (%+.2f%%)\n",
-      fault.c_str(), region.c_str(), next->committed_at - fault_at, next->round, next->participants.size(),
-      kRegions.size(), whole->committed_at - fault_at, whole->round, aborts, st.val_loss(), reference,
-      100.0 * (st.val_loss() - reference) / reference);
+      "%u); %d aborted attempt(s); round %u val_loss %.4f vs undisturbed %.4f (%+.2f%%)\n",
+      fault.c_str(), back_region.empty() ? "control plane" : back_region.c_str(), next->committed_at - fault_at,
+      next->round, next->participants.size(), kRegions.size(), whole->committed_at - fault_at, whole->round, aborts,
+      kCompareRound, loss, reference, 100.0 * (loss - reference) / reference);
   std::fflush(stdout);
+  CHECK(c.Cancel(job).state() == "cancelled");
 }
 
 // Boots the cluster, runs the reference, submits the job under test and waits
@@ -211,6 +231,7 @@ struct ChaosRun {
   RealCluster c;
   double reference = 0;
   std::string job;
+  uint32_t fault_round = 0;
 
   explicit ChaosRun(const std::string& tag) : c(tag, ChaosOptions()) {
     c.StartOrchestrator();
@@ -221,17 +242,17 @@ struct ChaosRun {
     INFO("job " << job << ": " << st.reason());
     REQUIRE(st.state() == "running");
     REQUIRE(st.round() >= kFaultAtRound);
-    REQUIRE(st.round() < kRounds);  // the fault lands in a running job
+    fault_round = st.round();
   }
 
   // kill -9 of one process the region's agent started (a worker, a link
   // emulator), then the recovery checks.
   void KillChildOfAgent(const std::string& region, const std::string& name, const std::string& fault) {
-    const pid_t child = WaitForChild(c.agents[region]->pid(), name, 10s);
+    const pid_t child = WaitForChild(c.agents[region].pid(), name, 10s);
     REQUIRE(child > 0);
     const double fault_at = UnixNow();
     REQUIRE(::kill(child, SIGKILL) == 0);
-    CheckRecovered(c, job, fault, region, fault_at, reference);
+    CheckRecovered(c, job, fault, region, fault_round, fault_at, reference);
   }
 };
 
@@ -246,21 +267,21 @@ TEST_CASE("chaos: kill -9 one agent with its workers, restarted, the region rejo
   ChaosRun run("chaos-agent");
   const std::string region = "ap-south";
   const double fault_at = UnixNow();
-  run.c.agents[region]->KillGroup(SIGKILL);  // the agent, its workers and its links
+  run.c.agents[region].Kill();  // the agent, its workers and its links
   // Restarted once the orchestrator has marked it down, as an operator (or
   // systemd) would after the crash.
   CHECK(WaitForRegionState(run.c, region, "down", 10s));
   run.c.StartAgent(region);
-  CheckRecovered(run.c, run.job, "kill -9 agent", region, fault_at, run.reference);
+  CheckRecovered(run.c, run.job, "kill -9 agent", region, run.fault_round, fault_at, run.reference);
 }
 
 TEST_CASE("chaos: kill -9 the orchestrator, restarted on the same port, the job resumes", "[chaos]") {
   ChaosRun run("chaos-orchestrator");
   const std::string port = run.c.ep.control.substr(run.c.ep.control.rfind(':') + 1);
   const double fault_at = UnixNow();
-  run.c.orchestrator.Kill(SIGKILL);
+  run.c.orchestrator.Kill();
   run.c.StartOrchestrator("tcp://127.0.0.1:" + port);
-  CheckRecovered(run.c, run.job, "kill -9 orchestrator", "control plane", fault_at, run.reference);
+  CheckRecovered(run.c, run.job, "kill -9 orchestrator", "", run.fault_round, fault_at, run.reference);
 }
 
 TEST_CASE("chaos: one WAN link cut (its linkem killed), the region relaunches and rejoins", "[chaos]") {

@@ -21,30 +21,28 @@ const std::string kBin = LONGHAUL_BIN_DIR;
 const std::vector<std::string> kRegions = {"eu-west", "us-east", "ap-south"};
 
 struct Cluster {
+  TempDir tmp;  // removed after the orchestrator below is gone
   fs::path dir;
-  Process orchestrator;
+  Subprocess orchestrator;
   orchestrator::EndpointInfo ep;
   std::vector<std::unique_ptr<FakeAgent>> agents;
 
-  explicit Cluster(const std::string& tag) : dir(MakeTempDir(tag)) {
+  explicit Cluster(const std::string& tag) : tmp(tag), dir(tmp.path()) {
     std::vector<std::string> names = kRegions;
     names.push_back("orchestrator");
     names.push_back("cli");
     names.push_back("intruder");
     MakeKeys(dir / "keys", names, {"eu-west", "us-east", "ap-south", "cli"});
   }
-  ~Cluster() {
-    agents.clear();
-    orchestrator.Kill(SIGKILL);
-    fs::remove_all(dir);
-  }
+  ~Cluster() { agents.clear(); }
   void StartOrchestrator(const std::string& bind = "tcp://127.0.0.1:0") {
     fs::remove(dir / "endpoint");
-    orchestrator.Start({kBin + "/longhaul-orchestrator", "--bind", bind, "--init", "--state", (dir / "state.sqlite").string(),
+    const longhaul::Status started = orchestrator.Start({kBin + "/longhaul-orchestrator", "--bind", bind, "--init", "--state", (dir / "state.sqlite").string(),
                         "--key", (dir / "keys/orchestrator.key").string(), "--allowlist",
                         (dir / "keys/allow").string(), "--endpoint-file", (dir / "endpoint").string(),
                         "--heartbeat-ms", "100", "--heartbeat-misses", "5", "--round-timeout-s", "10"},
-                       dir / "orchestrator.log");
+                       {.log_path = (dir / "orchestrator.log").string()});
+    REQUIRE(started.ok());
     auto info = orchestrator::WaitForEndpointFile(dir / "endpoint", 10s);
     REQUIRE(info.ok());
     ep = *info;
@@ -183,7 +181,7 @@ TEST_CASE("an orchestrator killed with SIGKILL and restarted resumes the job at 
   const std::string job = c.Submit(8);
   auto st = c.WaitFor(job, [](const v1::JobStatus& s) { return s.round() >= 3; }, 30s);
   REQUIRE(st.round() >= 3);
-  c.orchestrator.Kill(SIGKILL);
+  c.orchestrator.Kill();
   c.StartOrchestrator("tcp://127.0.0.1:" + port);  // same state file, same port: agents reconnect
   st = c.WaitFor(job, [](const v1::JobStatus& s) { return s.state() == "succeeded"; }, 40s);
   REQUIRE(st.state() == "succeeded");
@@ -217,16 +215,16 @@ TEST_CASE("a wrong-key agent and a wrong-key CLI are refused", "[control_plane]"
 }
 
 TEST_CASE("the CLI's exit codes: bad job file 2 (with its line), unreachable 3, usage 2", "[control_plane]") {
-  const fs::path dir = MakeTempDir("cli-codes");
+  const TempDir tmp("cli-codes");
+  const fs::path& dir = tmp.path();
   std::ofstream(dir / "bad.yaml") << "name: x\nmodel_preset: tiny\nrounds: 3\nsync:\n  knd: diloco\n";
   std::string out;
   CHECK(RunCommand(kBin + "/longhaul --orchestrator tcp://127.0.0.1:1 --insecure submit " + (dir / "bad.yaml").string(),
                    &out) == 2);
   CHECK_THAT(out, Catch::Contains("line 5") && Catch::Contains("unknown field 'sync.knd'"));
   out.clear();
-  const auto start = std::chrono::steady_clock::now();
-  CHECK(RunCommand(kBin + "/longhaul --orchestrator tcp://127.0.0.1:1 --insecure --timeout-s 1 jobs", &out) == 3);
-  CHECK(std::chrono::steady_clock::now() - start < 10s);
+  // The CLI gives up by itself (exit 3, not RunCommand's -1 when its own bound passes).
+  CHECK(RunCommand(kBin + "/longhaul --orchestrator tcp://127.0.0.1:1 --insecure --timeout-s 1 jobs", &out, 60s) == 3);
   CHECK_THAT(out, Catch::Contains("did not answer"));
   out.clear();
   CHECK(RunCommand(kBin + "/longhaul jobs", &out) == 2);  // no orchestrator configured
@@ -235,7 +233,6 @@ TEST_CASE("the CLI's exit codes: bad job file 2 (with its line), unreachable 3, 
   CHECK(RunCommand(kBin + "/longhaul --output json keys gen --dir " + (dir / "k").string() + " --name alice", &out) == 0);
   CHECK(fs::exists(dir / "k/alice.key"));
   CHECK(RunCommand(kBin + "/longhaul keys gen --dir " + (dir / "k").string() + " --name alice", &out) == 2);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("CLI usage errors exit 2, --help exits 0", "[control_plane][cli]") {
@@ -317,11 +314,12 @@ TEST_CASE("every command takes --output json, before or after the subcommand; er
 }
 
 TEST_CASE("submit reads only regular files of at most 1 MiB, and never hangs on a FIFO", "[control_plane][cli]") {
-  const fs::path dir = MakeTempDir("cli-files");
-  const std::string cli = "timeout 20 " + kBin + "/longhaul --orchestrator tcp://127.0.0.1:1 --insecure submit ";
+  const TempDir tmp("cli-files");
+  const fs::path& dir = tmp.path();
+  const std::string cli = kBin + "/longhaul --orchestrator tcp://127.0.0.1:1 --insecure submit ";
   std::string out;
   REQUIRE(::mkfifo((dir / "fifo.yaml").c_str(), 0600) == 0);
-  CHECK(RunCommand(cli + (dir / "fifo.yaml").string(), &out) == 2);  // 124 if it waited for a writer
+  CHECK(RunCommand(cli + (dir / "fifo.yaml").string(), &out, 60s) == 2);  // -1 if it waited for a writer
   CHECK_THAT(out, Catch::Contains("is a FIFO; give a regular file"));
   out.clear();
   CHECK(RunCommand(cli + "/dev/zero", &out) == 2);
@@ -339,7 +337,6 @@ TEST_CASE("submit reads only regular files of at most 1 MiB, and never hangs on 
   out.clear();
   CHECK(RunCommand(cli + (dir / "missing.yaml").string(), &out) == 2);
   CHECK_THAT(out, Catch::Contains("missing.yaml"));
-  fs::remove_all(dir);
 }
 
 TEST_CASE("a spec the orchestrator refuses is reported with its reason and exit 2, not as no answer",
@@ -375,9 +372,7 @@ TEST_CASE("a spec the orchestrator refuses is reported with its reason and exit 
   // A string that is not UTF-8 does not survive protobuf parsing on the other side.
   v1::JobSpec not_utf8 = orchestrator::DefaultJobSpec();
   not_utf8.set_name("caf\xc3");
-  const auto start = std::chrono::steady_clock::now();
-  s = submit(not_utf8);
-  CHECK(std::chrono::steady_clock::now() - start < 2s);  // answered, not timed out
+  s = submit(not_utf8);  // answered (below: not "did not answer")
   CHECK(s.code() == StatusCode::kInvalidArgument);
   CHECK_THAT(s.message(), Catch::Contains("could not read the request") && !Catch::Contains("did not answer"));
   CHECK(exit_code(s, &json) == 2);
@@ -404,7 +399,7 @@ TEST_CASE("a finished job keeps its final validation loss and parameter hash aft
   REQUIRE_FALSE(st.param_hash().empty());
   CHECK(st.val_loss() == Approx(3.1 / 4));  // the fake agents' val loss of round 3
   c.agents.clear();
-  c.orchestrator.Kill(SIGKILL);
+  c.orchestrator.Kill();
   c.StartOrchestrator();  // the same state file
   const auto after = c.Status(job);
   CHECK(after.state() == "succeeded");

@@ -46,7 +46,7 @@ TEST_CASE("e2e: an agent killed mid-round, the job continues with two and replic
   const std::string job = c.Submit(8, 150);
   auto st = c.WaitFor(job, [](const v1::JobStatus& s) { return s.round() >= 2 || JobDone(s); }, 180s);
   REQUIRE(st.round() >= 2);
-  c.agents["ap-south"]->KillGroup(SIGKILL);  // the agent and its workers
+  c.agents["ap-south"].Kill();  // the agent and its workers
   st = c.WaitFor(job, JobDone, 240s);
   INFO("reason: " << st.reason() << " (logs in " << c.dir << ")");
   REQUIRE(st.state() == "succeeded");
@@ -70,7 +70,7 @@ TEST_CASE("e2e: the orchestrator is SIGKILLed and restarted mid-job, the job res
   const std::string job = c.Submit(8, 150);
   auto st = c.WaitFor(job, [](const v1::JobStatus& s) { return s.round() >= 2 || JobDone(s); }, 180s);
   REQUIRE(st.round() >= 2);
-  c.orchestrator.Kill(SIGKILL);
+  c.orchestrator.Kill();
   c.StartOrchestrator("tcp://127.0.0.1:" + port);
   st = c.WaitFor(job, JobDone, 240s);
   INFO("reason: " << st.reason() << " (logs in " << c.dir << ")");

@@ -11,6 +11,7 @@
 
 #include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/orchestrator/orchestrator.h"
+#include "support/temp_dir.h"
 
 namespace longhaul::orchestrator::testing {
 
@@ -24,9 +25,7 @@ struct Sent {
 class Rig {
  public:
   explicit Rig(const std::string& name) {
-    auto dir = std::filesystem::temp_directory_path() / ("longhaul-flow-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    file_ = dir / (name + ".sqlite");
+    file_ = dir_ / (name + ".sqlite");
     for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(file_.string() + suffix);
     options_.timeouts.heartbeat_interval = 100ms;
     options_.timeouts.heartbeat_misses = 3;
@@ -120,6 +119,7 @@ class Rig {
   }
 
  private:
+  longhaul::testing::TempDir dir_{"flow"};  // the state file lives here; removed with the rig
   std::filesystem::path file_;
   ManualClock clock_;
   OrchestratorOptions options_;

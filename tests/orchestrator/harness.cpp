@@ -1,31 +1,12 @@
 #include "harness.h"
 
-#include <fstream>
-
-#include "support/subprocess.h"
-
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdio>
-#include <cstring>
+#include <fstream>
 
 #include "longhaul/common/checksum.h"
 #include "longhaul/orchestrator/cli.h"
 
 namespace longhaul::testing {
-
-fs::path MakeTempDir(const std::string& tag) {
-  auto dir = fs::temp_directory_path() / ("longhaul-" + tag + "-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 void MakeKeys(const fs::path& dir, const std::vector<std::string>& names, const std::vector<std::string>& allowed) {
   fs::create_directories(dir / "allow");
@@ -40,59 +21,6 @@ void MakeKeys(const fs::path& dir, const std::vector<std::string>& names, const 
       roles << n << (n == "cli" || n.rfind("user", 0) == 0 ? " user\n" : " agent " + n + "\n");
     }
   }
-}
-
-void Process::Start(const std::vector<std::string>& argv, const fs::path& log) {
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_ = ::fork();
-  if (pid_ == 0) {
-    ::setpgid(0, 0);  // its own group: KillGroup reaches the workers it starts
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-    }
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-}
-
-void Process::KillGroup(int sig) {
-  if (pid_ <= 0) return;
-  ::kill(-pid_, sig);
-  if (sig == SIGKILL) Wait(std::chrono::seconds(5));
-}
-
-void Process::Kill(int sig) {
-  if (pid_ <= 0) return;
-  ::kill(pid_, sig);
-  if (sig == SIGKILL) Wait(std::chrono::seconds(5));
-}
-
-int Process::Wait(std::chrono::milliseconds timeout) {
-  if (pid_ <= 0) return -1;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return -1000;
-}
-
-int RunCommand(const std::string& command, std::string* output) {
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  if (!p) return -1;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) output->append(buf, n);
-  const int status = ::pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 std::string HttpGet(const std::string& url) {

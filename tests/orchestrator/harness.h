@@ -1,6 +1,7 @@
-// Test harness for the orchestrator's integration tests: temp dirs, keys, a
-// child process wrapper, a fake region agent (a thread speaking the control
-// protocol), and a tiny HTTP GET for /metrics. Every wait is bounded.
+// Test harness for the orchestrator's integration tests: keys, a fake region
+// agent (a thread speaking the control protocol), and a tiny HTTP GET for
+// /metrics. Processes and folders come from support/subprocess.h. Every wait
+// is bounded.
 #pragma once
 
 #include <signal.h>
@@ -19,33 +20,15 @@
 #include "longhaul/orchestrator/control_client.h"
 #include "longhaul/orchestrator/endpoint_file.h"
 #include "longhaul/wan_transport/curve.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
 
 namespace longhaul::testing {
 
 namespace fs = std::filesystem;
 
-fs::path MakeTempDir(const std::string& tag);
-
 // keys/<name>.key|.pub for each name; keys/allow/ holds the pubs of `allowed`.
 void MakeKeys(const fs::path& dir, const std::vector<std::string>& names, const std::vector<std::string>& allowed);
-
-class Process {
- public:
-  Process() = default;
-  ~Process() { KillGroup(SIGKILL); }
-  void Start(const std::vector<std::string>& argv, const fs::path& log);
-  void Kill(int sig);
-  void KillGroup(int sig);
-  // Waits (bounded) for exit; returns the exit code or -signal, or -1000 on timeout.
-  int Wait(std::chrono::milliseconds timeout);
-  pid_t pid() const { return pid_; }
-
- private:
-  pid_t pid_ = -1;
-};
-
-// Runs a command, captures stdout+stderr, returns the exit code.
-int RunCommand(const std::string& command, std::string* output);
 
 std::string HttpGet(const std::string& url);  // "" on failure
 

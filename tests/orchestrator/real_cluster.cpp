@@ -1,7 +1,6 @@
 #include "real_cluster.h"
 
-#include <fstream>
-#include <sstream>
+#include <algorithm>
 
 namespace longhaul::testing {
 
@@ -9,7 +8,8 @@ namespace {
 const std::string kBin = LONGHAUL_BIN_DIR;
 }
 
-RealCluster::RealCluster(const std::string& tag, RealClusterOptions o) : dir(MakeTempDir(tag)), options(std::move(o)) {
+RealCluster::RealCluster(const std::string& tag, RealClusterOptions o)
+    : tmp(tag), dir(tmp.path()), options(std::move(o)) {
   std::vector<std::string> names = kClusterRegions;
   names.push_back("orchestrator");
   names.push_back("cli");
@@ -19,19 +19,19 @@ RealCluster::RealCluster(const std::string& tag, RealClusterOptions o) : dir(Mak
 }
 
 RealCluster::~RealCluster() {
-  for (auto& [_, a] : agents) a->KillGroup(SIGKILL);
-  orchestrator.KillGroup(SIGKILL);
-  if (!std::getenv("LONGHAUL_KEEP_TEST_DIRS")) fs::remove_all(dir);
+  for (auto& [_, a] : agents) a.Kill();  // each agent with its workers and links
+  orchestrator.Kill();
 }
 
 void RealCluster::StartOrchestrator(const std::string& bind) {
   fs::remove(dir / "endpoint");
-  orchestrator.Start({kBin + "/longhaul-orchestrator", "--bind", bind, "--init", "--state", (dir / "state.sqlite").string(),
+  const Status started = orchestrator.Start({kBin + "/longhaul-orchestrator", "--bind", bind, "--init", "--state", (dir / "state.sqlite").string(),
                       "--key", (dir / "keys/orchestrator.key").string(), "--allowlist", (dir / "keys/allow").string(),
                       "--endpoint-file", (dir / "endpoint").string(), "--checkpoint-dir",
                       (dir / "checkpoints").string(), "--heartbeat-ms", "200", "--heartbeat-misses", "5",
                       "--round-timeout-s", "60"},
-                     dir / "orchestrator.log");
+                     {.log_path = (dir / "orchestrator.log").string()});
+  REQUIRE(started.ok());
   auto info = orchestrator::WaitForEndpointFile(dir / "endpoint", std::chrono::seconds(15));
   REQUIRE(info.ok());
   ep = *info;
@@ -45,10 +45,8 @@ void RealCluster::StartAgent(const std::string& region) {
       (dir / "keys/allow").string(), "--bin-dir", kBin,
       "--collective-timeout-s", "15"};  // survivors of a killed peer give up in seconds
   argv.insert(argv.end(), options.agent_flags.begin(), options.agent_flags.end());
-  auto p = std::make_unique<Process>();
   // Appended: a restarted agent keeps the log of the one before it.
-  p->Start(argv, dir / (region + ".log"));
-  agents[region] = std::move(p);
+  REQUIRE(agents[region].Start(argv, {.log_path = (dir / (region + ".log")).string()}).ok());
 }
 
 std::unique_ptr<orchestrator::ControlClient> RealCluster::Client() const {
@@ -108,26 +106,37 @@ std::vector<orchestrator::EventRecord> RealCluster::Events(const std::string& jo
   return (*store)->LoadEvents(job, 1000).value();
 }
 
-std::vector<pid_t> ChildrenNamed(pid_t parent, const std::string& name) {
-  std::vector<pid_t> out;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string pid = e.path().filename().string();
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(e.path() / "stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    // pid (comm) state ppid ...; comm may hold spaces, so parse from the last ')'.
-    const size_t close = line.rfind(')');
-    const size_t open = line.find('(');
-    if (close == std::string::npos || open == std::string::npos) continue;
-    std::istringstream rest(line.substr(close + 2));
-    char state;
-    pid_t ppid = 0;
-    rest >> state >> ppid;
-    // comm is cut at 15 characters ("longhaul-worker" fits exactly).
-    if (ppid == parent && line.substr(open + 1, close - open - 1) == name.substr(0, 15)) out.push_back(std::stoi(pid));
+v1::JobStatus RealCluster::Cancel(const std::string& job) const {
+  v1::ControlMessage req;
+  req.mutable_cancel_job()->set_job_id(job);
+  auto reply = Client()->Call(req);
+  INFO("cancel " << job << ": " << (reply.ok() ? std::string("sent") : reply.status().ToString()));
+  CHECK(reply.ok());
+  return WaitFor(job, JobDone, std::chrono::seconds(60));
+}
+
+Rejoin FindRejoin(const std::vector<orchestrator::CommittedRound>& rounds, const std::string& region,
+                  uint32_t after_round) {
+  auto has = [&](const orchestrator::CommittedRound& r) {
+    return std::find(r.participants.begin(), r.participants.end(), region) != r.participants.end();
+  };
+  Rejoin out;
+  for (const auto& r : rounds) {
+    if (r.round <= after_round) continue;
+    if (!out.without && !has(r)) out.without = &r;
+    if (out.without && has(r)) {
+      out.back = &r;
+      break;
+    }
   }
   return out;
+}
+
+std::vector<orchestrator::CommittedRound> WaitForRejoin(const RealCluster& c, const std::string& job,
+                                                        const std::string& region, uint32_t after_round,
+                                                        std::chrono::seconds limit) {
+  return c.WaitForRounds(
+      job, [&](const auto& rounds) { return static_cast<bool>(FindRejoin(rounds, region, after_round)); }, limit);
 }
 
 }  // namespace longhaul::testing

@@ -1,8 +1,13 @@
 // RealCluster: the real longhaul-orchestrator and one longhaul-agent per
 // region (with their workers, and longhaul-linkem links when WAN emulation is
-// on) in a temp directory, for end-to-end and chaos tests. Every wait is
-// bounded; everything is killed and the directory removed at the end (kept
-// with LONGHAUL_KEEP_TEST_DIRS).
+// on) in a temp directory, for end-to-end, SDK and chaos tests. Every wait is
+// bounded; everything is killed and reaped and the directory removed at the
+// end (kept with LONGHAUL_KEEP_TEST_DIRS).
+//
+// Tests wait for the event they check, never for the end of a job that might
+// come first: a rejoin test runs a job far longer than it needs, injects the
+// fault, waits with WaitForRejoin() until the rounds table shows the region
+// gone and back, checks, then cancels the job.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -25,11 +30,12 @@ struct RealClusterOptions {
 };
 
 struct RealCluster {
+  TempDir tmp;  // declared first: removed after every process below is gone
   fs::path dir;
   RealClusterOptions options;
-  Process orchestrator;
+  Subprocess orchestrator;
   orchestrator::EndpointInfo ep;
-  std::map<std::string, std::unique_ptr<Process>> agents;
+  std::map<std::string, Subprocess> agents;
 
   explicit RealCluster(const std::string& tag, RealClusterOptions o = {});
   ~RealCluster();
@@ -61,11 +67,39 @@ struct RealCluster {
   }
   std::vector<orchestrator::CommittedRound> Rounds(const std::string& job) const;
   std::vector<orchestrator::EventRecord> Events(const std::string& job) const;
+  // Polls the job's committed rounds until pred holds or `limit` passes;
+  // returns the last rounds read.
+  template <typename Pred>
+  std::vector<orchestrator::CommittedRound> WaitForRounds(const std::string& job, Pred pred,
+                                                          std::chrono::seconds limit) const {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    std::vector<orchestrator::CommittedRound> rounds;
+    while (std::chrono::steady_clock::now() < deadline) {
+      rounds = Rounds(job);
+      if (pred(rounds)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return rounds;
+  }
+  // Cancels the job and waits (bounded) until it has ended; returns its status.
+  v1::JobStatus Cancel(const std::string& job) const;
 };
 
-inline bool JobDone(const v1::JobStatus& s) { return orchestrator::IsTerminalJobState(s.state()); }
+// A region's absence and return in a job's rounds table: the first round
+// committed without `region`, and the first round after it committed with it.
+struct Rejoin {
+  const orchestrator::CommittedRound* without = nullptr;
+  const orchestrator::CommittedRound* back = nullptr;
+  explicit operator bool() const { return without && back; }
+};
+Rejoin FindRejoin(const std::vector<orchestrator::CommittedRound>& rounds, const std::string& region,
+                  uint32_t after_round = 0);
+// Waits until the job's rounds after `after_round` show `region` gone and back
+// (FindRejoin), or `limit` passes; returns the rounds read last.
+std::vector<orchestrator::CommittedRound> WaitForRejoin(const RealCluster& c, const std::string& job,
+                                                        const std::string& region, uint32_t after_round,
+                                                        std::chrono::seconds limit);
 
-// Direct children of `parent` whose executable is named `name` (from /proc).
-std::vector<pid_t> ChildrenNamed(pid_t parent, const std::string& name);
+inline bool JobDone(const v1::JobStatus& s) { return orchestrator::IsTerminalJobState(s.state()); }
 
 }  // namespace longhaul::testing

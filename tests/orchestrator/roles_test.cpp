@@ -24,13 +24,14 @@ const std::string kBin = LONGHAUL_BIN_DIR;
 
 TEST_CASE("roles: the orchestrator refuses region messages from user keys and CLI requests from agent keys",
           "[roles]") {
-  const fs::path dir = MakeTempDir("roles");
+  const TempDir tmp("roles");
+  const fs::path& dir = tmp.path();
   MakeKeys(dir / "keys", {"orchestrator", "eu-west", "cli"}, {"eu-west", "cli"});
-  Process orch;
-  orch.Start({kBin + "/longhaul-orchestrator", "--bind", "tcp://127.0.0.1:0", "--init", "--state",
+  Subprocess orch;  // declared after tmp: killed before the folder is removed
+  REQUIRE(orch.Start({kBin + "/longhaul-orchestrator", "--bind", "tcp://127.0.0.1:0", "--init", "--state",
               (dir / "state.sqlite").string(), "--key", (dir / "keys/orchestrator.key").string(), "--allowlist",
               (dir / "keys/allow").string(), "--endpoint-file", (dir / "endpoint").string()},
-             dir / "orchestrator.log");
+             {.log_path = (dir / "orchestrator.log").string()}).ok());
   auto ep = orchestrator::WaitForEndpointFile(dir / "endpoint", 10s);
   REQUIRE(ep.ok());
   auto client = [&](const std::string& key) {
@@ -65,13 +66,12 @@ TEST_CASE("roles: the orchestrator refuses region messages from user keys and CL
   auto listed = client("cli")->Call(list);
   REQUIRE(listed.ok());
   CHECK(listed->has_job_list());
-  orch.Kill(SIGKILL);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("roles: a region name stays with the agent key that registered it, across a restart, until removed",
           "[roles]") {
-  const fs::path dir = MakeTempDir("roles-bind");
+  const TempDir tmp("roles-bind");
+  const fs::path& dir = tmp.path();
   MakeKeys(dir / "keys", {"orchestrator", "eu-west", "cli"}, {"eu-west", "cli"});
   {  // a spare agent key allowed for any region (no region list)
     auto keys = wan_transport::GenerateCurveKeyPair().value();
@@ -79,13 +79,13 @@ TEST_CASE("roles: a region name stays with the agent key that registered it, acr
     fs::copy_file(dir / "keys/spare.pub", dir / "keys/allow/spare.pub");
     std::ofstream(dir / "keys/allow/roles", std::ios::app) << "spare agent\n";
   }
-  Process orch;
+  Subprocess orch;  // declared after tmp: killed before the folder is removed
   auto start = [&] {
     fs::remove(dir / "endpoint");
-    orch.Start({kBin + "/longhaul-orchestrator", "--bind", "tcp://127.0.0.1:0", "--init", "--state",
+    REQUIRE(orch.Start({kBin + "/longhaul-orchestrator", "--bind", "tcp://127.0.0.1:0", "--init", "--state",
                 (dir / "state.sqlite").string(), "--key", (dir / "keys/orchestrator.key").string(), "--allowlist",
                 (dir / "keys/allow").string(), "--endpoint-file", (dir / "endpoint").string()},
-               dir / "orchestrator.log");
+               {.log_path = (dir / "orchestrator.log").string()}).ok());
     auto ep = orchestrator::WaitForEndpointFile(dir / "endpoint", 10s);
     REQUIRE(ep.ok());
     return *ep;
@@ -110,7 +110,7 @@ TEST_CASE("roles: a region name stays with the agent key that registered it, acr
   CHECK_THAT(taken.register_reply().reason(), Catch::Contains("bound to agent key 'eu-west'"));
 
   // The binding is in the state file: a restarted orchestrator still refuses the spare key.
-  orch.Kill(SIGKILL);
+  orch.Kill();
   ep = start();
   CHECK_FALSE(call("spare", reg).register_reply().accepted());
 
@@ -125,6 +125,4 @@ TEST_CASE("roles: a region name stays with the agent key that registered it, acr
   REQUIRE(orchestrator::CliRemoveRegion(ctx, "eu-west", false) == orchestrator::kExitOk);
   CHECK_THAT(out.str(), Catch::Contains("eu-west"));
   CHECK(call("spare", reg).register_reply().accepted());
-  orch.Kill(SIGKILL);
-  fs::remove_all(dir);
 }

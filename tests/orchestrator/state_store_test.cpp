@@ -8,14 +8,14 @@
 #include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/orchestrator/state_file_guard.h"
 #include "longhaul/orchestrator/state_store.h"
+#include "support/temp_dir.h"
 
 using namespace longhaul;
 using namespace longhaul::orchestrator;
 
 namespace {
 std::filesystem::path TempFile(const char* name) {
-  auto dir = std::filesystem::temp_directory_path() / ("longhaul-store-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  static const longhaul::testing::TempDir dir("store");  // removed when the test process exits
   auto p = dir / name;
   std::filesystem::remove(p);
   std::filesystem::remove(p.string() + "-wal");
@@ -209,8 +209,8 @@ std::string Slurp(const std::filesystem::path& p) {
 }  // namespace
 
 TEST_CASE("state file guard: a missing or empty state file needs --init", "[state]") {
-  const auto dir = std::filesystem::temp_directory_path() / ("lh-guard-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const longhaul::testing::TempDir tmp("guard");
+  const auto& dir = tmp.path();
   const auto file = dir / "state.sqlite";
   auto missing = CheckStateFileBeforeOpen(file, false);
   CHECK(missing.code() == StatusCode::kFailedPrecondition);
@@ -236,12 +236,11 @@ TEST_CASE("state file guard: a missing or empty state file needs --init", "[stat
   auto refused = StateStore::Open(foreign, false);
   REQUIRE_FALSE(refused.ok());
   CHECK_THAT(refused.status().message(), Catch::Contains("no longhaul schema"));
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("state file guard: one orchestrator per state file", "[state]") {
-  const auto dir = std::filesystem::temp_directory_path() / ("lh-lock-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const longhaul::testing::TempDir tmp("lock");
+  const auto& dir = tmp.path();
   auto first = StateFileLock::Acquire(dir / "state.sqlite");
   REQUIRE(first.ok());
   auto second = StateFileLock::Acquire(dir / "state.sqlite");
@@ -249,12 +248,11 @@ TEST_CASE("state file guard: one orchestrator per state file", "[state]") {
   CHECK_THAT(second.status().message(), Catch::Contains("in use by another orchestrator (pid " + std::to_string(::getpid())));
   first->reset();
   CHECK(StateFileLock::Acquire(dir / "state.sqlite").ok());
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("state file guard: a WAL damaged in the middle is refused, a torn tail is not", "[state]") {
-  const auto dir = std::filesystem::temp_directory_path() / ("lh-wal-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const longhaul::testing::TempDir tmp("wal");
+  const auto& dir = tmp.path();
   const auto file = dir / "state.sqlite";
   std::string wal;
   {
@@ -276,5 +274,4 @@ TEST_CASE("state file guard: a WAL damaged in the middle is refused, a torn tail
   auto damaged = CheckWalFrames(middle, "wal");
   CHECK(damaged.code() == StatusCode::kDataLoss);
   CHECK_THAT(damaged.message(), Catch::Contains("frame 2 fails its checksum"));
-  std::filesystem::remove_all(dir);
 }

@@ -15,42 +15,34 @@
 #include <thread>
 
 #include "fake_orchestrator.h"
-#include "longhaul/region_agent/child_process.h"
 #include "longhaul/session/checkpoint_path.h"
 #include "support/subprocess.h"
+#include "support/temp_dir.h"
 
-namespace lr = longhaul::region_agent;
 namespace v1 = longhaul::v1;
+using longhaul::testing::ChildrenNamed;
 using longhaul::testing::FakeOrchestrator;
+using longhaul::testing::Subprocess;
+using longhaul::testing::TempDir;
 using namespace std::chrono_literals;
 
 namespace {
 
-std::filesystem::path TempDir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("lh-agent-" + name + "-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
-lr::ChildProcess StartAgent(const std::string& region, const FakeOrchestrator& orch, int workers,
+Subprocess StartAgent(const std::string& region, const FakeOrchestrator& orch, int workers,
                             const std::filesystem::path& dir, const std::filesystem::path& keys = {},
                             const std::vector<std::string>& extra = {}) {
-  lr::SpawnOptions s;
-  s.program = std::string(LONGHAUL_BIN_DIR) + "/longhaul-agent";
-  s.log_file = dir / (region + "-agent.log");
-  s.args = {"--region", region, "--orchestrator", orch.endpoint(), "--workers", std::to_string(workers),
+  std::vector<std::string> args = {std::string(LONGHAUL_BIN_DIR) + "/longhaul-agent", "--region", region, "--orchestrator", orch.endpoint(), "--workers", std::to_string(workers),
             "--work-dir", (dir / region).string(), "--metrics", "127.0.0.1:0", "--collective-timeout-s", "20"};
   if (keys.empty()) {
-    s.args.push_back("--insecure");
+    args.push_back("--insecure");
   } else {
-    s.args.insert(s.args.end(), {"--key", (keys / (region + ".key")).string(), "--orchestrator-public-key",
+    args.insert(args.end(), {"--key", (keys / (region + ".key")).string(), "--orchestrator-public-key",
                                  (keys / "orchestrator.pub").string(), "--allowlist", (keys / "allowed").string()});
   }
-  s.args.insert(s.args.end(), extra.begin(), extra.end());
-  auto child = lr::ChildProcess::Spawn(s);
-  REQUIRE(child.ok());
-  return std::move(*child);
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto agent = Subprocess::Spawn(args, {.log_path = (dir / (region + "-agent.log")).string()});
+  REQUIRE(agent.ok());
+  return std::move(*agent);
 }
 
 v1::JobAssignment TinyJob(const std::string& job, const std::string& region, uint32_t index, uint32_t regions,
@@ -103,27 +95,6 @@ std::function<bool(const FakeOrchestrator::Incoming&)> Body(v1::ControlMessage::
   };
 }
 
-// Pids of the agent's children named `name`.
-std::vector<pid_t> ChildPids(pid_t agent, const std::string& name) {
-  std::vector<pid_t> pids;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    const std::string pid = e.path().filename();
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(e.path() / "stat");
-    std::string line;
-    std::getline(stat, line);
-    const auto close = line.rfind(')');
-    // comm is the first 15 characters of the program name
-    if (close == std::string::npos || line.find("(" + name.substr(0, 15) + ")") == std::string::npos) continue;
-    std::istringstream rest(line.substr(close + 2));
-    char state;
-    pid_t ppid;
-    rest >> state >> ppid;
-    if (ppid == agent) pids.push_back(std::stoi(pid));
-  }
-  return pids;
-}
-
 v1::ControlMessage Start(const std::string& job, uint32_t round, uint64_t epoch, const std::vector<v1::PeerEndpoint>& ring) {
   v1::ControlMessage m;
   auto* c = m.mutable_round_command();
@@ -149,7 +120,8 @@ v1::ControlMessage Verdict(const std::string& job, uint32_t round, uint64_t epoc
 
 TEST_CASE("region_agent: agent registers, heartbeats, rejects bad assignments and keeps running", "[agent]") {
   FakeOrchestrator orch;
-  const auto dir = TempDir("bad");
+  const TempDir tmp("agent-bad");
+  const auto& dir = tmp.path();
   auto agent = StartAgent("eu", orch, 2, dir);
   REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion), 10s));
   auto hb = orch.WaitFor(Body(v1::ControlMessage::kHeartbeat), 5s);
@@ -205,17 +177,15 @@ TEST_CASE("region_agent: agent registers, heartbeats, rejects bad assignments an
   CHECK(!report->msg.round_report().ok());
 
   REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kHeartbeat), 5s));
-  CHECK(!agent.Poll());
+  CHECK(agent.Running());
   agent.Signal(SIGTERM);
-  REQUIRE(agent.WaitExit(longhaul::DeadlineAfter(10s)));
-  CHECK(agent.DescribeExit() == "exited with status 0");
-  // keep logs on failure: removed only when the test passed
-  if (!std::getenv("LONGHAUL_KEEP_TEST_DIRS")) std::filesystem::remove_all(dir);
+  CHECK(agent.Wait(10s) == 0);  // exited with status 0
 }
 
 TEST_CASE("region_agent: agent a killed worker makes the region unhealthy and the agent takes new jobs", "[agent]") {
   FakeOrchestrator orch;
-  const auto dir = TempDir("crash");
+  const TempDir tmp("agent-crash");
+  const auto& dir = tmp.path();
   auto agent = StartAgent("eu", orch, 1, dir);
   REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion), 10s));
   orch.Send("eu", Wrap(TinyJob("j1", "eu", 0, 1, 1)));
@@ -228,8 +198,8 @@ TEST_CASE("region_agent: agent a killed worker makes the region unhealthy and th
   ghost.set_region("ghost");
   ghost.add_shard_endpoints("tcp://127.0.0.1:9");
   orch.Send("eu", Start("j1", 1, 1, {ready->msg.job_ready().endpoint(), ghost}));
-  std::this_thread::sleep_for(300ms);
-  auto pids = ChildPids(agent.pid(), "longhaul-worker");
+  REQUIRE(agent.WaitForLine("job j1 round 1 epoch 1: started", 10s));  // the round is in flight
+  auto pids = ChildrenNamed(agent.pid(), "longhaul-worker");
   REQUIRE(pids.size() == 1);
   ::kill(pids[0], SIGKILL);
   // The round in flight fails at once (not at the collective deadline), naming the worker.
@@ -256,20 +226,18 @@ TEST_CASE("region_agent: agent a killed worker makes the region unhealthy and th
 
   orch.Send("eu", Wrap(TinyJob("j2", "eu", 0, 1, 1)));
   REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kJobReady), 30s));
-  auto j2 = ChildPids(agent.pid(), "longhaul-worker");
+  auto j2 = ChildrenNamed(agent.pid(), "longhaul-worker");
   REQUIRE(j2.size() == 1);
-  CHECK(!agent.Poll());
+  CHECK(agent.Running());
   agent.Signal(SIGTERM);
-  REQUIRE(agent.WaitExit(longhaul::DeadlineAfter(10s)));
-  CHECK(agent.DescribeExit() == "exited with status 0");
+  CHECK(agent.Wait(10s) == 0);  // exited with status 0
   CHECK(::kill(j2[0], 0) != 0);  // its worker went with it
-  // keep logs on failure: removed only when the test passed
-  if (!std::getenv("LONGHAUL_KEEP_TEST_DIRS")) std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("region_agent: agent two regions of two workers agree on theta through DiLoCo rounds", "[agent]") {
   FakeOrchestrator orch;
-  const auto dir = TempDir("rounds");
+  const TempDir tmp("agent-rounds");
+  const auto& dir = tmp.path();
   auto a = StartAgent("eu", orch, 2, dir);
   auto b = StartAgent("us", orch, 2, dir);
   REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion, "eu"), 10s));
@@ -376,16 +344,14 @@ TEST_CASE("region_agent: agent two regions of two workers agree on theta through
 
   for (auto* agent : {&a, &b, &c}) {
     agent->Signal(SIGTERM);
-    REQUIRE(agent->WaitExit(longhaul::DeadlineAfter(10s)));
-    CHECK(agent->DescribeExit() == "exited with status 0");
+    CHECK(agent->Wait(10s) == 0);  // exited with status 0
   }
-  // keep logs on failure: removed only when the test passed
-  if (!std::getenv("LONGHAUL_KEEP_TEST_DIRS")) std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("region_agent: agent CURVE on the control plane and the WAN, keys named by region", "[agent]") {
   namespace wt = longhaul::wan_transport;
-  const auto dir = TempDir("curve");
+  const TempDir tmp("agent-curve");
+  const auto& dir = tmp.path();
   const auto keys = dir / "keys";
   std::map<std::string, wt::CurveKeyPair> pairs;
   for (const std::string name : {"orchestrator", "eu", "us"}) {
@@ -425,14 +391,14 @@ TEST_CASE("region_agent: agent CURVE on the control plane and the WAN, keys name
   CHECK(reports["eu"].param_hash() == reports["us"].param_hash());
   for (auto* agent : {&a, &b}) {
     agent->Signal(SIGTERM);
-    REQUIRE(agent->WaitExit(longhaul::DeadlineAfter(10s)));
+    REQUIRE(agent->Wait(10s).has_value());
   }
-  if (!std::getenv("LONGHAUL_KEEP_TEST_DIRS")) std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("region_agent: agent with --wan-rate-mbit puts a link emulator in front of each worker", "[agent]") {
   FakeOrchestrator orch;
-  const auto dir = TempDir("linkem");
+  const TempDir tmp("agent-linkem");
+  const auto& dir = tmp.path();
   const std::vector<std::string> wan = {"--wan-rate-mbit", "200", "--wan-delay-ms", "2", "--wan-jitter-ms", "1"};
   auto a = StartAgent("eu", orch, 1, dir, {}, wan);
   auto b = StartAgent("us", orch, 1, dir, {}, wan);
@@ -446,7 +412,7 @@ TEST_CASE("region_agent: agent with --wan-rate-mbit puts a link emulator in fron
     REQUIRE(ready);
     endpoints[ready->region] = ready->msg.job_ready().endpoint();
   }
-  CHECK(ChildPids(a.pid(), "longhaul-linkem").size() == 1);
+  CHECK(ChildrenNamed(a.pid(), "longhaul-linkem").size() == 1);
   auto start = Start("job", 1, 1, {endpoints["eu"], endpoints["us"]});
   orch.Send("eu", start);
   orch.Send("us", start);
@@ -459,12 +425,10 @@ TEST_CASE("region_agent: agent with --wan-rate-mbit puts a link emulator in fron
   INFO(reports["eu"].error().message() << " | " << reports["us"].error().message());
   CHECK(reports["eu"].ok());
   CHECK(reports["eu"].param_hash() == reports["us"].param_hash());
-  const auto linkems = ChildPids(a.pid(), "longhaul-linkem");
+  const auto linkems = ChildrenNamed(a.pid(), "longhaul-linkem");
   for (auto* agent : {&a, &b}) {
     agent->Signal(SIGTERM);
-    REQUIRE(agent->WaitExit(longhaul::DeadlineAfter(10s)));
-    CHECK(agent->DescribeExit() == "exited with status 0");
+    CHECK(agent->Wait(10s) == 0);  // exited with status 0
   }
   for (pid_t p : linkems) CHECK(::kill(p, 0) != 0);  // stopped with the agent
-  if (!std::getenv("LONGHAUL_KEEP_TEST_DIRS")) std::filesystem::remove_all(dir);
 }

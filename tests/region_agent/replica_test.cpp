@@ -12,6 +12,7 @@
 #include "longhaul/trainer/trainer.h"
 #include "longhaul/sync_policies/in_process_link.h"
 #include "longhaul/trainer/data.h"
+#include "support/temp_dir.h"
 
 namespace lr = longhaul::region_agent;
 namespace lt = longhaul::trainer;
@@ -202,7 +203,8 @@ TEST_CASE("region_agent: A joining region receives theta and outer state from th
 }
 
 TEST_CASE("region_agent: A checkpoint restores theta and the outer state", "[replica]") {
-  const auto dir = std::filesystem::temp_directory_path() / ("lh-replica-ckpt-" + std::to_string(::getpid()));
+  const longhaul::testing::TempDir tmp("replica-ckpt");
+  const auto& dir = tmp.path();
   std::vector<std::unique_ptr<SimRegion>> regions;
   for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, "diloco", 2));
   REQUIRE(RunRound(regions, 1)[0].ok());
@@ -222,5 +224,4 @@ TEST_CASE("region_agent: A checkpoint restores theta and the outer state", "[rep
   }
   auto bad = restored[0]->replica->RestoreCheckpoint(dir / "missing.safetensors");
   CHECK(!bad.ok());
-  std::filesystem::remove_all(dir);
 }

@@ -3,73 +3,238 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 namespace longhaul::testing {
 
-std::optional<Subprocess> Subprocess::Start(const std::vector<std::string>& argv, const std::string& log_path) {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kPoll = std::chrono::milliseconds(5);
+constexpr auto kReapLimit = std::chrono::seconds(10);  // SIGKILLed processes exit at once; this is slack
+
+int ExitCode(int wait_status) {
+  return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+}
+
+// argv[0] as a path to exec: as given when it holds a '/', else found on PATH
+// (resolved before fork: execvp is not async-signal-safe).
+std::string Executable(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path ? path : "/usr/bin:/bin");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return name;
+}
+
+void BecomeSubreaper() {
+  static std::once_flag once;
+  std::call_once(once, [] { ::prctl(PR_SET_CHILD_SUBREAPER, 1); });
+}
+
+}  // namespace
+
+Result<Subprocess> Subprocess::Spawn(const std::vector<std::string>& argv, const SubprocessOptions& options) {
+  Subprocess p;
+  Status s = p.Start(argv, options);
+  if (!s.ok()) return s;
+  return p;
+}
+
+Status Subprocess::Start(const std::vector<std::string>& argv, const SubprocessOptions& options) {
+  if (argv.empty()) return InvalidArgument("Subprocess: empty argv");
+  if (pgid_ > 0) Kill();
+  Close();
+  exit_.reset();
+  stdout_buffer_.clear();
+  log_path_ = options.log_path;
+  BecomeSubreaper();
+
+  const std::string exe = Executable(argv[0]);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  int log_fd = -1;
+  if (!options.log_path.empty()) {
+    log_fd = ::open(options.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (log_fd < 0) return Unavailable("cannot open " + options.log_path + ": " + std::strerror(errno));
+  }
+  int pipe_fds[2] = {-1, -1};
+  if (options.capture_stdout && ::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    if (log_fd >= 0) ::close(log_fd);
+    return Unavailable(std::string("pipe: ") + std::strerror(errno));
+  }
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
-  if (pid < 0) return std::nullopt;
+  if (pid < 0) {
+    const int err = errno;
+    if (log_fd >= 0) ::close(log_fd);
+    if (pipe_fds[0] >= 0) ::close(pipe_fds[0]), ::close(pipe_fds[1]);
+    return Unavailable(std::string("fork: ") + std::strerror(err));
+  }
   if (pid == 0) {
-    const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, STDOUT_FILENO);
-      ::dup2(fd, STDERR_FILENO);
-      ::close(fd);
-    }
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the test died before the line above
     ::setpgid(0, 0);
-    ::execv(args[0], args.data());
+    if (log_fd >= 0) {
+      ::dup2(log_fd, STDERR_FILENO);
+      if (!options.capture_stdout) ::dup2(log_fd, STDOUT_FILENO);
+    }
+    if (options.capture_stdout) ::dup2(pipe_fds[1], STDOUT_FILENO);
+    ::execv(exe.c_str(), args.data());
     ::_exit(127);
   }
-  return Subprocess(pid, log_path);
+  // Also from the parent: Kill() may run before the child reached setpgid.
+  ::setpgid(pid, pid);
+  if (log_fd >= 0) ::close(log_fd);
+  if (options.capture_stdout) {
+    ::close(pipe_fds[1]);
+    stdout_fd_ = pipe_fds[0];
+  }
+  pid_ = pid;
+  pgid_ = pid;
+  return Status::Ok();
 }
 
-Subprocess::Subprocess(Subprocess&& other) noexcept : pid_(other.pid_), log_path_(std::move(other.log_path_)) {
-  other.pid_ = -1;
+Subprocess::Subprocess(Subprocess&& other) noexcept { *this = std::move(other); }
+
+Subprocess& Subprocess::operator=(Subprocess&& other) noexcept {
+  if (this == &other) return *this;
+  Kill();
+  Close();
+  pid_ = std::exchange(other.pid_, -1);
+  pgid_ = std::exchange(other.pgid_, -1);
+  stdout_fd_ = std::exchange(other.stdout_fd_, -1);
+  stdout_buffer_ = std::move(other.stdout_buffer_);
+  exit_ = std::exchange(other.exit_, std::nullopt);
+  log_path_ = std::move(other.log_path_);
+  return *this;
 }
 
 Subprocess::~Subprocess() {
-  if (pid_ > 0) Stop(SIGKILL, std::chrono::seconds(5));
+  Kill();
+  Close();
 }
 
-int Subprocess::Stop(int signal, std::chrono::milliseconds timeout) {
-  if (pid_ <= 0) return -1;
-  ::kill(pid_, signal);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  int status = 0;
-  while (std::chrono::steady_clock::now() < deadline) {
+void Subprocess::Close() {
+  if (stdout_fd_ >= 0) ::close(stdout_fd_);
+  stdout_fd_ = -1;
+}
+
+void Subprocess::Reap(int wait_status) {
+  exit_ = ExitCode(wait_status);
+  pid_ = -1;
+}
+
+bool Subprocess::Running() { return pid_ > 0 && !Wait(std::chrono::milliseconds(0)); }
+
+std::optional<int> Subprocess::Wait(std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (pid_ > 0) {
+    int status = 0;
     const pid_t r = ::waitpid(pid_, &status, WNOHANG);
     if (r == pid_) {
-      pid_ = -1;
-      return status;
+      Reap(status);
+      break;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (r < 0 && errno == ECHILD) {  // not ours to wait for any more
+      pid_ = -1;
+      break;
+    }
+    if (Clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(kPoll);
   }
-  ::kill(pid_, SIGKILL);
-  ::waitpid(pid_, &status, 0);
-  pid_ = -1;
-  return -1;
+  return exit_;
 }
 
-bool Subprocess::Running() {
-  if (pid_ <= 0) return false;
-  int status = 0;
-  if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-    pid_ = -1;
-    return false;
+void Subprocess::Signal(int signal) {
+  if (pid_ > 0) ::kill(pid_, signal);
+}
+
+std::optional<int> Subprocess::Stop(int signal, std::chrono::milliseconds grace) {
+  Signal(signal);
+  Wait(grace);
+  Kill();
+  return exit_;
+}
+
+void Subprocess::Kill() {
+  if (pgid_ <= 0) return;
+  ::kill(-pgid_, SIGKILL);
+  // Members re-parented to this (subreaper) process when their parent died are
+  // reaped here too; ECHILD means no child of ours is left in the group.
+  const auto deadline = Clock::now() + kReapLimit;
+  for (;;) {
+    int status = 0;
+    const pid_t r = ::waitpid(-pgid_, &status, WNOHANG);
+    if (r == pid_) Reap(status);
+    if (r > 0) continue;
+    if (r < 0 || Clock::now() >= deadline) break;
+    ::kill(-pgid_, SIGKILL);  // a member forked after the first signal
+    std::this_thread::sleep_for(kPoll);
   }
-  return true;
+  if (pid_ > 0) {
+    std::fprintf(stderr, "Subprocess: pid %d did not die within %lld s of SIGKILL\n", pid_,
+                 static_cast<long long>(kReapLimit.count()));
+    pid_ = -1;
+  }
+  pgid_ = -1;
+}
+
+std::string Subprocess::ReadLine(std::chrono::milliseconds timeout) {
+  if (stdout_fd_ < 0) return "";
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    if (const auto nl = stdout_buffer_.find('\n'); nl != std::string::npos) {
+      std::string line = stdout_buffer_.substr(0, nl);
+      stdout_buffer_.erase(0, nl + 1);
+      return line;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return "";
+    pollfd p{stdout_fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+    char tmp[65536];
+    const ssize_t n = ::read(stdout_fd_, tmp, sizeof tmp);
+    if (n <= 0) return "";
+    stdout_buffer_.append(tmp, static_cast<size_t>(n));
+  }
+}
+
+std::string Subprocess::ReadAll(std::chrono::milliseconds timeout) {
+  if (stdout_fd_ < 0) return "";
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) break;
+    pollfd p{stdout_fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+    char tmp[65536];
+    const ssize_t n = ::read(stdout_fd_, tmp, sizeof tmp);
+    if (n <= 0) break;
+    stdout_buffer_.append(tmp, static_cast<size_t>(n));
+  }
+  return std::exchange(stdout_buffer_, std::string());
 }
 
 std::string Subprocess::Log() const {
@@ -80,14 +245,24 @@ std::string Subprocess::Log() const {
 }
 
 std::optional<std::string> Subprocess::WaitForLine(const std::string& needle, std::chrono::milliseconds timeout) const {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
     std::istringstream lines(Log());
     for (std::string line; std::getline(lines, line);)
       if (line.find(needle) != std::string::npos) return line;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return std::nullopt;
+}
+
+int RunCommand(const std::string& shell_command, std::string* output, std::chrono::milliseconds timeout) {
+  Subprocess p;
+  if (!p.Start({"/bin/sh", "-c", "exec 2>&1; " + shell_command}, {.capture_stdout = true}).ok()) return -1;
+  const auto deadline = Clock::now() + timeout;
+  output->append(p.ReadAll(timeout));
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  const auto code = p.Wait(std::max(left, std::chrono::milliseconds(0)));
+  return code.value_or(-1);  // still running at the deadline: killed by ~Subprocess
 }
 
 std::optional<std::string> HttpGet(int port, const std::string& path) {
@@ -118,14 +293,26 @@ std::optional<std::string> HttpGet(int port, const std::string& path) {
   return out.substr(body + 4);
 }
 
-TempDir::TempDir() {
-  std::string templ = (std::filesystem::temp_directory_path() / "longhaul-test-XXXXXX").string();
-  path_ = ::mkdtemp(templ.data()) ? templ : std::string();
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+std::vector<pid_t> ChildrenNamed(pid_t parent, const std::string& name) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // pid (comm) state ppid ...; comm may hold spaces, so parse from the last ')'.
+    const size_t close = line.rfind(')');
+    const size_t open = line.find('(');
+    if (close == std::string::npos || open == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    // comm is cut at 15 characters ("longhaul-worker" fits exactly).
+    if (ppid == parent && line.substr(open + 1, close - open - 1) == name.substr(0, 15)) out.push_back(std::stoi(pid));
+  }
+  return out;
 }
 
 }  // namespace longhaul::testing

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "longhaul/wan_transport/curve.h"
+#include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace longhaul;
@@ -14,15 +15,7 @@ using namespace longhaul::wan_transport;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("lh_curve_test_" + std::to_string(rd()) + std::to_string(::getpid()));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using longhaul::testing::TempDir;
 
 // Test key files are written owner-only, like real ones (looser modes are refused).
 void WriteText(const fs::path& p, const std::string& text) {
@@ -39,71 +32,71 @@ CurveKeyPair NewKeys() {
 }  // namespace
 
 TEST_CASE("generated CURVE keys are 40-char Z85 and round-trip through key files") {
-  TempDir dir;
+  TempDir dir("curve");
   CurveKeyPair keys = NewKeys();
   CHECK(keys.public_key.size() == 40);
   CHECK(keys.secret_key.size() == 40);
   CHECK(keys.public_key != keys.secret_key);
-  REQUIRE(WriteKeyPair(dir.path, "eu-west", keys).ok());
+  REQUIRE(WriteKeyPair(dir.path(), "eu-west", keys).ok());
 
   struct stat st {};
-  REQUIRE(::stat((dir.path / "eu-west.key").c_str(), &st) == 0);
+  REQUIRE(::stat((dir.path() / "eu-west.key").c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0600);
 
-  auto loaded = LoadKeyPair(dir.path / "eu-west.key");
+  auto loaded = LoadKeyPair(dir.path() / "eu-west.key");
   REQUIRE(loaded.ok());
   CHECK(loaded->public_key == keys.public_key);
   CHECK(loaded->secret_key == keys.secret_key);
-  auto pub = LoadPublicKey(dir.path / "eu-west.pub");
+  auto pub = LoadPublicKey(dir.path() / "eu-west.pub");
   REQUIRE(pub.ok());
   CHECK(*pub == keys.public_key);
 
-  Status again = WriteKeyPair(dir.path, "eu-west", NewKeys());
+  Status again = WriteKeyPair(dir.path(), "eu-west", NewKeys());
   CHECK(again.code() == StatusCode::kAlreadyExists);
-  CHECK(LoadKeyPair(dir.path / "eu-west.key")->secret_key == keys.secret_key);  // untouched
+  CHECK(LoadKeyPair(dir.path() / "eu-west.key")->secret_key == keys.secret_key);  // untouched
 }
 
 TEST_CASE("bad key files give errors naming the file and the problem") {
-  TempDir dir;
-  auto missing = LoadKeyPair(dir.path / "nope.key");
+  TempDir dir("curve");
+  auto missing = LoadKeyPair(dir.path() / "nope.key");
   CHECK(missing.status().code() == StatusCode::kNotFound);
   CHECK(missing.status().message().find("nope.key") != std::string::npos);
 
-  WriteText(dir.path / "short.pub", "abc\n");
-  auto short_key = LoadPublicKey(dir.path / "short.pub");
+  WriteText(dir.path() / "short.pub", "abc\n");
+  auto short_key = LoadPublicKey(dir.path() / "short.pub");
   CHECK(short_key.status().code() == StatusCode::kInvalidArgument);
   CHECK(short_key.status().message().find("bad length") != std::string::npos);
 
-  WriteText(dir.path / "bad.pub", std::string(39, 'a') + "~\n");
-  auto bad = LoadPublicKey(dir.path / "bad.pub");
+  WriteText(dir.path() / "bad.pub", std::string(39, 'a') + "~\n");
+  auto bad = LoadPublicKey(dir.path() / "bad.pub");
   CHECK(bad.status().message().find("not Z85") != std::string::npos);
 
   CurveKeyPair a = NewKeys(), b = NewKeys();
-  WriteText(dir.path / "mixed.key", "public-key = " + a.public_key + "\nsecret-key = " + b.secret_key + "\n");
-  auto mixed = LoadKeyPair(dir.path / "mixed.key");
+  WriteText(dir.path() / "mixed.key", "public-key = " + a.public_key + "\nsecret-key = " + b.secret_key + "\n");
+  auto mixed = LoadKeyPair(dir.path() / "mixed.key");
   CHECK(mixed.status().message().find("does not belong") != std::string::npos);
 }
 
 TEST_CASE("allowlists load from a key-per-line file or a directory of .pub files") {
-  TempDir dir;
+  TempDir dir("curve");
   CurveKeyPair a = NewKeys(), b = NewKeys();
-  WriteText(dir.path / "list.txt", "# regions\n" + a.public_key + "\n\n" + b.public_key + "  # us-east\n");
-  auto file_list = Allowlist::Load(dir.path / "list.txt");
+  WriteText(dir.path() / "list.txt", "# regions\n" + a.public_key + "\n\n" + b.public_key + "  # us-east\n");
+  auto file_list = Allowlist::Load(dir.path() / "list.txt");
   REQUIRE(file_list.ok());
   CHECK(file_list->size() == 2);
   CHECK(file_list->Contains(a.public_key));
   CHECK(file_list->Contains(b.public_key));
   CHECK_FALSE(file_list->Contains(NewKeys().public_key));
 
-  fs::create_directories(dir.path / "pubs");
-  REQUIRE(WriteKeyPair(dir.path / "pubs", "a", a).ok());
-  auto dir_list = Allowlist::Load(dir.path / "pubs");
+  fs::create_directories(dir.path() / "pubs");
+  REQUIRE(WriteKeyPair(dir.path() / "pubs", "a", a).ok());
+  auto dir_list = Allowlist::Load(dir.path() / "pubs");
   REQUIRE(dir_list.ok());
   CHECK(dir_list->size() == 1);
   CHECK(dir_list->Contains(a.public_key));
 
-  WriteText(dir.path / "broken.txt", a.public_key + "\nnot-a-key\n");
-  auto broken = Allowlist::Load(dir.path / "broken.txt");
+  WriteText(dir.path() / "broken.txt", a.public_key + "\nnot-a-key\n");
+  auto broken = Allowlist::Load(dir.path() / "broken.txt");
   CHECK_FALSE(broken.ok());
   CHECK(broken.status().message().find("line 2") != std::string::npos);
 }
@@ -163,12 +156,12 @@ TEST_CASE("keys containing '#' survive key files and allowlists") {
     CurveKeyPair keys = NewKeys();
     if (keys.public_key.find('#') == std::string::npos && keys.secret_key.find('#') == std::string::npos) continue;
     ++with_hash;
-    TempDir dir;
-    REQUIRE(WriteKeyPair(dir.path, "r", keys).ok());
-    auto loaded = LoadKeyPair(dir.path / "r.key");
+    TempDir dir("curve");
+    REQUIRE(WriteKeyPair(dir.path(), "r", keys).ok());
+    auto loaded = LoadKeyPair(dir.path() / "r.key");
     REQUIRE(loaded.ok());
     CHECK(loaded->secret_key == keys.secret_key);
-    auto list = Allowlist::Load(dir.path / "r.pub");
+    auto list = Allowlist::Load(dir.path() / "r.pub");
     REQUIRE(list.ok());
     CHECK(list->Contains(keys.public_key));
   }
@@ -178,9 +171,9 @@ TEST_CASE("keys containing '#' survive key files and allowlists") {
 }
 
 TEST_CASE("a secret key file readable by group or others is refused with the fix") {
-  TempDir dir;
-  REQUIRE(WriteKeyPair(dir.path, "eu-west", NewKeys()).ok());
-  const auto key = dir.path / "eu-west.key";
+  TempDir dir("curve");
+  REQUIRE(WriteKeyPair(dir.path(), "eu-west", NewKeys()).ok());
+  const auto key = dir.path() / "eu-west.key";
   REQUIRE(::chmod(key.c_str(), 0644) == 0);
   auto loaded = LoadKeyPair(key);
   REQUIRE_FALSE(loaded.ok());

@@ -3,12 +3,13 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <thread>
 
-#include "wan_transport/process_util.h"
+#include "support/subprocess.h"
 #include "wan_transport/wan_test_util.h"
 
 using namespace longhaul::wan_transport::testing;
@@ -96,6 +97,13 @@ int Connect(int port) {
   return fd;
 }
 
+// longhaul-linkem with its stdout captured; killed and reaped at the end of its scope.
+longhaul::testing::Subprocess StartLinkem(const std::vector<std::string>& argv) {
+  auto p = longhaul::testing::Subprocess::Spawn(argv, {.capture_stdout = true});
+  REQUIRE(p.ok());
+  return std::move(*p);
+}
+
 double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 }  // namespace
@@ -103,8 +111,8 @@ double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::dura
 TEST_CASE("linkem's measured throughput and RTT are within 10% of its settings") {
   const double rate_mbit = 40, delay_ms = 15;
   Server server;
-  Child linkem({kLinkem, "--listen", "127.0.0.1:0", "--forward", "127.0.0.1:" + std::to_string(server.port),
-                "--rate-mbit", "40", "--delay-ms", "15", "--quiet"});
+  auto linkem = StartLinkem({kLinkem, "--listen", "127.0.0.1:0", "--forward", "127.0.0.1:" + std::to_string(server.port),
+                             "--rate-mbit", "40", "--delay-ms", "15", "--quiet"});
   std::string line = linkem.ReadLine(10s);
   REQUIRE(line.rfind("listening on 127.0.0.1:", 0) == 0);
   int fd = Connect(std::stoi(line.substr(line.rfind(':') + 1)));
@@ -136,15 +144,15 @@ TEST_CASE("linkem's measured throughput and RTT are within 10% of its settings")
   CHECK(throughput_bits == Approx(rate_mbit * 1e6).epsilon(0.10));
   ::close(fd);
 
-  linkem.Kill(SIGTERM);
+  linkem.Signal(SIGTERM);
   CHECK(linkem.Wait(5s) == 0);
 }
 
 TEST_CASE("linkem rejects bad flags with exit code 2") {
-  Child no_forward({kLinkem, "--listen", "127.0.0.1:0"});
+  auto no_forward = StartLinkem({kLinkem, "--listen", "127.0.0.1:0"});
   CHECK(no_forward.Wait(5s) == 2);
-  Child bad_rate({kLinkem, "--forward", "127.0.0.1:1", "--rate-mbit", "-5"});
+  auto bad_rate = StartLinkem({kLinkem, "--forward", "127.0.0.1:1", "--rate-mbit", "-5"});
   CHECK(bad_rate.Wait(5s) == 2);
-  Child bad_host({kLinkem, "--forward", "nowhere:80"});
+  auto bad_host = StartLinkem({kLinkem, "--forward", "nowhere:80"});
   CHECK(bad_host.Wait(5s) == 2);
 }

@@ -9,6 +9,7 @@
 
 #include "longhaul/trainer/data.h"
 #include "longhaul/trainer/markov_chain.h"
+#include "support/temp_dir.h"
 
 using namespace longhaul;
 using namespace longhaul::trainer;
@@ -125,8 +126,8 @@ TEST_CASE("trainer: bad data options and missing files give clear errors", "[tra
 }
 
 TEST_CASE("trainer: text source splits by byte ranges and holds out the tail", "[trainer][data]") {
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("longhaul_text_" + std::to_string(::getpid()) + ".txt");
+  const longhaul::testing::TempDir tmp("text");
+  const auto path = tmp / "text.txt";
   std::string content;
   for (int i = 0; i < 1000; ++i) content.push_back(static_cast<char>('A' + (i / 100)));  // A..J blocks
   std::ofstream(path, std::ios::binary) << content;
@@ -151,7 +152,6 @@ TEST_CASE("trainer: text source splits by byte ranges and holds out the tail", "
   for (uint8_t b : v.targets) CHECK(b == 'J');
   CHECK(v.targets == (*r1)->Validation(16, 4, 0).targets);
   CHECK((*r0)->LossFloor() == 0.0);
-  std::filesystem::remove(path);
 }
 
 namespace {

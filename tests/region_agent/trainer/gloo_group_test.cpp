@@ -10,6 +10,7 @@
 
 #include "longhaul/trainer/intra_region.h"
 #include "longhaul/trainer/trainer.h"
+#include "support/temp_dir.h"
 
 using namespace longhaul;
 using namespace longhaul::trainer;
@@ -19,7 +20,8 @@ namespace {
 // Runs fn(group) on `size` ranks in threads; returns each rank's failure text (empty = ok).
 template <typename F>
 std::vector<std::string> RunRanks(int size, const std::string& prefix, F fn) {
-  const auto dir = std::filesystem::temp_directory_path() / ("longhaul_gloo_" + std::to_string(::getpid()));
+  const longhaul::testing::TempDir tmp("gloo");
+  const auto& dir = tmp.path();
   std::vector<std::string> errors(size);
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
@@ -39,7 +41,6 @@ std::vector<std::string> RunRanks(int size, const std::string& prefix, F fn) {
     });
   }
   for (auto& t : threads) t.join();
-  std::filesystem::remove_all(dir);  // prefixes are unique per call, so each call may clean up
   return errors;
 }
 
@@ -81,7 +82,8 @@ TEST_CASE("trainer: gloo group: all-reduce mean, all-gather and broadcast are ex
 }
 
 TEST_CASE("trainer: gloo group: a missing peer is a timeout Status, not a crash", "[trainer][gloo]") {
-  const auto dir = std::filesystem::temp_directory_path() / ("longhaul_gloo_lone_" + std::to_string(::getpid()));
+  const longhaul::testing::TempDir tmp("gloo-lone");
+  const auto& dir = tmp.path();
   GlooGroupOptions o;
   o.store_dir = dir;
   o.prefix = "lonely";
@@ -92,7 +94,6 @@ TEST_CASE("trainer: gloo group: a missing peer is a timeout Status, not a crash"
   REQUIRE_FALSE(group.ok());
   INFO(group.status().ToString());
   CHECK((group.status().code() == StatusCode::kDeadlineExceeded || group.status().code() == StatusCode::kUnavailable));
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("trainer: gloo group: size 1 needs no rendezvous; bad options are rejected", "[trainer][gloo]") {

@@ -7,19 +7,13 @@
 #include <unistd.h>
 
 #include "longhaul/trainer/checkpoint.h"
+#include "support/temp_dir.h"
 
 using namespace longhaul;
 using namespace longhaul::trainer;
 
 namespace {
 
-std::filesystem::path TempDir(const std::string& tag) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("longhaul_st_" + tag + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
 
 std::string ReadFile(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -33,7 +27,8 @@ void WriteFile(const std::filesystem::path& p, const std::string& bytes) {
 }  // namespace
 
 TEST_CASE("trainer: safetensors round trip keeps names, shapes, data and metadata", "[trainer][safetensors]") {
-  const auto dir = TempDir("rt");
+  const longhaul::testing::TempDir tmp("safetensors-rt");
+  const auto& dir = tmp.path();
   std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {-0.5f}, c = {3.25f};
   const auto path = dir / "x.safetensors";
   REQUIRE(WriteSafetensors(path, {{"a", {2, 3}, a}, {"b", {1}, b}, {"scalar", {}, c}},
@@ -50,11 +45,11 @@ TEST_CASE("trainer: safetensors round trip keeps names, shapes, data and metadat
   CHECK(loaded->metadata.at("round") == "7");
   CHECK(loaded->metadata.at("job") == "j1");
   CHECK_FALSE(std::filesystem::exists(path.string() + ".tmp." + std::to_string(::getpid())));
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("trainer: safetensors header is what Python's safetensors expects", "[trainer][safetensors]") {
-  const auto dir = TempDir("hdr");
+  const longhaul::testing::TempDir tmp("safetensors-hdr");
+  const auto& dir = tmp.path();
   std::vector<float> w(12, 1.5f), bias(4, -1.0f);
   const auto path = dir / "m.safetensors";
   REQUIRE(WriteSafetensors(path, {{"layer.weight", {3, 4}, w}, {"layer.bias", {4}, bias}}, {{"k", "v"}}).ok());
@@ -74,11 +69,11 @@ TEST_CASE("trainer: safetensors header is what Python's safetensors expects", "[
   float first;
   std::memcpy(&first, bytes.data() + 8 + n, 4);  // little-endian f32 data
   CHECK(first == 1.5f);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("trainer: corrupt or truncated safetensors files are rejected with the reason", "[trainer][safetensors]") {
-  const auto dir = TempDir("bad");
+  const longhaul::testing::TempDir tmp("safetensors-bad");
+  const auto& dir = tmp.path();
   std::vector<float> w(8, 2.0f);
   const auto good = dir / "good.safetensors";
   REQUIRE(WriteSafetensors(good, {{"w", {8}, w}}, {}).ok());
@@ -109,11 +104,11 @@ TEST_CASE("trainer: corrupt or truncated safetensors files are rejected with the
   CHECK(ReadSafetensors(dir / "missing.safetensors").status().code() == StatusCode::kNotFound);
   CHECK(WriteSafetensors(dir / "x", {{"w", {3}, w}}, {}).code() == StatusCode::kInvalidArgument);
   CHECK(WriteSafetensors(dir / "x", {{"w", {8}, w}, {"w", {8}, w}}, {}).code() == StatusCode::kInvalidArgument);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("trainer: round checkpoints: every K rounds, keep the last N, restore the latest", "[trainer][safetensors]") {
-  const auto dir = TempDir("rounds");
+  const longhaul::testing::TempDir tmp("safetensors-rounds");
+  const auto& dir = tmp.path();
   ModelConfig cfg;
   cfg.context = 2;
   cfg.embed_dim = 2;
@@ -148,5 +143,4 @@ TEST_CASE("trainer: round checkpoints: every K rounds, keep the last N, restore 
   CHECK((*latest)->second.metadata.at("round") == "6");
   ByteLM other(*ModelPreset("tiny"));
   CHECK_FALSE(LoadModelTensors((*latest)->second, other, other.params(), "params.").ok());
-  std::filesystem::remove_all(dir);
 }

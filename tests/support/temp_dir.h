@@ -1,0 +1,28 @@
+// Test support: the one way tests and benchmarks make temporary folders.
+// Every folder is /tmp/longhaul-test-<tag>-XXXXXX, so the suite's leftover
+// check (suite_leftovers) sees any that is not removed.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace longhaul::testing {
+
+// A fresh folder, removed with its contents on destruction unless
+// LONGHAUL_KEEP_TEST_DIRS is set (then its path is printed). Whoever writes
+// into it (a process a test started) must be gone by then: declare the
+// TempDir before the Subprocesses that use it.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag = "tmp");
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir();
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace longhaul::testing
