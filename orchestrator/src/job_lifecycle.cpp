@@ -126,8 +126,11 @@ void Orchestrator::HandleJobReady(const std::string& identity, const v1::Control
     m->endpoint = r.endpoint();
     m->endpoint.set_region(r.region());
     m->detail.clear();
-    // Before round 1 every region initialises theta from the job seed, so all hold state.
-    m->holds_state = j.rec.state == JobState::kScheduled && j.rec.last_committed_round == 0;
+    // Until a round commits, every region initialises theta(0) from the job
+    // seed, so all hold the state: also one assigned again after round 1
+    // failed (else no region could bootstrap the others and round 1 would
+    // wait for ever).
+    m->holds_state = j.rec.last_committed_round == 0;
   });
   if (!saved.ok()) {
     // Not ready as far as the state file knows: the assignment goes out again

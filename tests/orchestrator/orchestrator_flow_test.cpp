@@ -94,6 +94,25 @@ TEST_CASE("a job runs through its rounds, a silent region is dropped, the round 
   CHECK(rounds[1].param_hash == "h2");
 }
 
+TEST_CASE("flow: regions assigned again before any round committed hold theta(0): round 1 never waits for a bootstrap",
+          "[orchestrator]") {
+  Rig rig("round1");
+  const std::string job = StartJob(rig, 2);
+  // Round 1 is under way when every agent loses the job (heartbeats without
+  // it: restarted): nobody is ready, and nobody has committed anything.
+  rig.Pass(300ms, kAll, {});
+  auto sent = rig.Take();
+  CHECK(Count(sent, v1::ControlMessage::kJobAssignment) >= 3);  // assigned again
+  for (auto& [r, id] : kAll) rig.Ready(job, r, id);  // every agent relaunched its workers from the seed
+  rig.Pass(200ms, kAll, {job});
+  auto starts = Starts(rig.Take());
+  INFO(rig.o().JobStatusOf(job).value().reason());
+  REQUIRE(starts.size() == 3);
+  CHECK(starts["id-a"].round() == 1);
+  CHECK(starts["id-a"].participants_size() == 3);
+  CHECK(starts["id-a"].joining_regions_size() == 0);  // all hold theta(0): nothing to bootstrap
+}
+
 TEST_CASE("a restarted orchestrator resumes from the last committed round with a new epoch", "[orchestrator]") {
   Rig rig("restart");
   const std::string job = StartJob(rig, 3);

@@ -6,12 +6,14 @@
 // The snapshot records the project's processes and /tmp/longhaul-* folders
 // that exist before the suite (left by someone else: `machine-check --clean`
 // removes them); the check fails, naming each one, if the suite left a new
-// one. A project process is one running a longhaul binary or anything from the
+// one, and then kills and removes it (the next run starts clean). A project
+// process is one running a longhaul binary or anything from the
 // build's bin folder, a worker an agent started (LONGHAUL_AGENT_ENDPOINT or
 // LONGHAUL_ASSIGNMENT in its environment), anything a test started (ctest puts
 // LONGHAUL_TEST_SUITE in every test's environment, and children inherit it), or
 // an unreaped longhaul zombie. Processes are keyed by pid and start time, so a
 // reused pid is not mistaken for an old one.
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -35,6 +37,7 @@ std::string ReadFile(const fs::path& p) {
 }
 
 struct Proc {
+  pid_t pid = 0;
   std::string key;  // "pid:starttime"
   std::string description;
 };
@@ -83,7 +86,7 @@ std::vector<Proc> ProjectProcesses() {
     for (char& c : args)
       if (c == '\0') c = ' ';
     if (args.size() > 200) args = args.substr(0, 200) + "...";
-    out.push_back({pid + ":" + start, "pid " + pid + " (" + comm + (state == 'Z' ? ", zombie" : "") + ") " + args});
+    out.push_back({static_cast<pid_t>(std::stoi(pid)), pid + ":" + start, "pid " + pid + " (" + comm + (state == 'Z' ? ", zombie" : "") + ") " + args});
   }
   return out;
 }
@@ -130,15 +133,22 @@ int main(int argc, char** argv) {
     for (std::string line; std::getline(in, line);) before.insert(line);
   }
   std::vector<std::string> left;
-  for (const auto& p : procs)
-    if (!before.count("process " + p.key)) left.push_back(p.description);
-  for (const auto& f : folders)
-    if (!before.count("folder " + f)) left.push_back(f);
+  for (const auto& p : procs) {
+    if (before.count("process " + p.key)) continue;
+    left.push_back(p.description);
+    ::kill(p.pid, SIGKILL);  // reported, then removed: the next run starts clean
+  }
+  for (const auto& f : folders) {
+    if (before.count("folder " + f)) continue;
+    left.push_back(f);
+    std::error_code ec;
+    fs::remove_all(f, ec);
+  }
   if (left.empty()) {
     std::cout << "the suite left no process and no /tmp/longhaul-* folder behind\n";
     return 0;
   }
-  std::cout << "the suite left " << left.size() << " thing(s) behind:\n";
+  std::cout << "the suite left " << left.size() << " thing(s) behind (now killed and removed):\n";
   for (const auto& l : left) std::cout << "  " << l << "\n";
   return 1;
 }
