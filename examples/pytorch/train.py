@@ -163,6 +163,7 @@ def worker(args) -> int:
         loss.backward()
         if dist is not None:
             average_gradients(dist, params, cfg.world_size)
+        diloco.sync_gradients()  # sync kind: the mean over every region; every other kind: a no-op
         opt.step()
         losses.append(loss.item())
         last_eval["fresh"] = False

@@ -8,7 +8,9 @@
     diloco = lh.DiLoCo(model)                # join the job: the model holds the global params
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.inner.lr)
     while not diloco.finished:
-        loss = model(batch()); opt.zero_grad(); loss.backward(); opt.step()
+        loss = model(batch()); opt.zero_grad(); loss.backward()
+        diloco.sync_gradients()              # sync kind: the mean over all regions; else a no-op
+        opt.step()
         diloco.step(loss=loss)               # a no-op except at the job's sync points
 
 H, the outer optimizer, the codec, fragments and overlap come from the job spec;
@@ -92,6 +94,7 @@ class DiLoCo:
     def __init__(self, model, eval_fn=None):
         self._model = model
         self._flat, self._tensors = flatten_parameters(model)
+        self._params = [p for _, p in model.named_parameters()]
         self._first = next(iter(model.parameters()))
         self._session = _native.Session()
         self.config = from_json(self._session.config_json)
@@ -110,6 +113,37 @@ class DiLoCo:
                 self.resynced = True
             self._check_aliasing()
         return event
+
+    def sync_gradients(self):
+        """Call on every inner step between loss.backward() (and any gradient
+        averaging inside the region, as with DDP) and opt.step().
+
+        With `sync.kind: sync` (synchronous data parallelism) it replaces every
+        parameter's .grad with the mean over every worker of every region, so
+        every region takes the same optimizer step from the same state: one
+        process with the combined batch, to fp32 rounding. For every other kind
+        it does nothing, so a script stays one field of the job spec away from
+        every policy. Returns False when the exchange failed: the round then
+        rolls back at the next step() (the optimizer step may still run).
+        """
+        if not self._session.syncs_gradients:
+            return True
+        params = self._params
+        flat = torch.empty(self._flat.numel(), dtype=torch.float32)
+        for p, (_, _, offset, n) in zip(params, self._tensors):
+            if p.grad is None:
+                flat[offset:offset + n].zero_()  # an unused parameter: a zero gradient here
+            else:
+                flat[offset:offset + n].copy_(p.grad.detach().reshape(-1))
+        ok = self._session.sync_gradients(flat.data_ptr(), flat.numel())
+        with torch.no_grad():
+            for p, (_, shape, offset, n) in zip(params, self._tensors):
+                mean = flat[offset:offset + n].view(shape)
+                if p.grad is None:
+                    p.grad = mean.clone()
+                else:
+                    p.grad.copy_(mean)
+        return ok
 
     def fail_round(self, why):
         """The inner step failed in a way the job should see (not a crash): the round

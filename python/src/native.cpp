@@ -90,6 +90,16 @@ class PySession {
     return ls::StepEventName(Unwrap(std::move(e)));
   }
 
+  // False when the exchange failed (the next step() rolls the round back).
+  bool SyncGradients(uintptr_t data, size_t n) {
+    longhaul::Status st;
+    {
+      py::gil_scoped_release release;
+      st = session_->SyncGradients(std::span<float>(reinterpret_cast<float*>(data), n));
+    }
+    return st.ok();
+  }
+
   std::string FailRound(const std::string& why) {
     longhaul::Result<ls::StepEvent> e = longhaul::Internal("unset");
     {
@@ -141,6 +151,8 @@ PYBIND11_MODULE(_native, m) {
       .def(py::init<>())
       .def("start", &PySession::Start, py::arg("data_ptr"), py::arg("numel"), py::arg("tensors"), py::arg("eval_fn"))
       .def("step", &PySession::Step, py::arg("loss"), py::arg("tokens"))
+      .def("sync_gradients", &PySession::SyncGradients, py::arg("data_ptr"), py::arg("numel"))
+      .def_property_readonly("syncs_gradients", [](PySession& s) { return s.session().syncs_gradients(); })
       .def("fail_round", &PySession::FailRound)
       .def("theta", &PySession::Theta)
       .def("outer_state", &PySession::OuterState)

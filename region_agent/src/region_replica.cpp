@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "longhaul/common/checksum.h"
 #include "longhaul/sync_policies/cross_region.h"
@@ -17,6 +18,13 @@ double SecondsSince(SteadyClock::time_point t) {
 template <typename T>
 std::span<T> Sub(std::vector<T>& v, size_t begin, size_t end) {
   return std::span<T>(v).subspan(begin, end - begin);
+}
+
+// The first non-finite value of `v`, or -1.
+std::ptrdiff_t FirstNonFinite(std::span<const float> v) {
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i])) return static_cast<std::ptrdiff_t>(i);
+  return -1;
 }
 
 }  // namespace
@@ -117,6 +125,7 @@ Status RegionReplica::Bootstrap(const RoundInputs& in, sync_policies::Collective
       if (!state.empty()) LONGHAUL_RETURN_IF_ERROR(outer_[f]->LoadState(state));
     }
   }
+  if (options_.schedule.kind == "sync") LONGHAUL_RETURN_IF_ERROR(BootstrapInnerState(in, link, deadline));
   if (in.this_region_joining) {
     std::copy(theta_.begin(), theta_.end(), local_.begin());
     // The trainer continues where the job is (its learning-rate schedule above
@@ -124,6 +133,58 @@ Status RegionReplica::Bootstrap(const RoundInputs& in, sync_policies::Collective
     // trained at the peak rate while the others were near the end of the decay.
     if (inner_ != nullptr) inner_->Rejoined(uint64_t{in.round > 0 ? in.round - 1 : 0} * options_.schedule.inner_steps);
   }
+  return Status::Ok();
+}
+
+Status RegionReplica::BootstrapInnerState(const RoundInputs& in, sync_policies::CollectiveLink& link,
+                                          Deadline deadline) {
+  if (inner_ == nullptr) return Status::Ok();
+  const ShardPiece p = layout_.Piece(0);
+  for (std::span<float> state : inner_->SharedState()) {
+    if (state.size() != local_.size()) {
+      return Internal("inner optimizer state of " + std::to_string(state.size()) + " floats for " +
+                      std::to_string(local_.size()) + " parameters");
+    }
+    std::vector<float> piece(state.begin() + static_cast<std::ptrdiff_t>(p.begin),
+                             state.begin() + static_cast<std::ptrdiff_t>(p.end));
+    LONGHAUL_RETURN_IF_ERROR(
+        sync_policies::Broadcast(link, in.bootstrap_rank, piece, deadline).WithContext("bootstrap inner optimizer state"));
+    if (in.this_region_joining) LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, 0, piece, state));
+  }
+  return Status::Ok();
+}
+
+Status RegionReplica::AllReduceGradients(std::span<float> grad) {
+  if (options_.schedule.kind != "sync") return Status::Ok();
+  if (!round_) return FailedPrecondition("gradient all-reduce outside a round");
+  if (grad.size() != local_.size()) {
+    return InvalidArgument("gradient of " + std::to_string(grad.size()) + " floats for " +
+                           std::to_string(local_.size()) + " parameters");
+  }
+  Round& r = *round_;
+  const uint32_t step = r.step + 1;
+  const ShardPiece p = layout_.Piece(0);
+  std::vector<float> piece(grad.begin() + static_cast<std::ptrdiff_t>(p.begin),
+                           grad.begin() + static_cast<std::ptrdiff_t>(p.end));
+  // A non-finite gradient would poison every region's replica: refused before the WAN.
+  const std::ptrdiff_t bad = FirstNonFinite(piece);
+  LONGHAUL_ASSIGN_OR_RETURN(bool all_finite, AllRanksOk(group_, bad < 0));
+  if (bad >= 0) {
+    return InvalidArgument("region " + options_.region + ": gradient value " + std::to_string(p.begin + bad) +
+                           " is not finite at inner step " + std::to_string(step));
+  }
+  if (!all_finite) return Aborted("another worker of region " + options_.region + " has a non-finite gradient");
+  const auto t0 = SteadyClock::now();
+  sync_policies::CollectiveStats stats;
+  const Status reduce = sync_policies::AllReduceMean(*r.link, piece, options_.compression,
+                                                     DeadlineAfter(options_.collective_timeout), &stats, &feedback_[0]);
+  r.result.comm_seconds += SecondsSince(t0);
+  r.result.wan_bytes_sent += stats.bytes_sent;
+  LONGHAUL_ASSIGN_OR_RETURN(bool all_reduced, AllRanksOk(group_, reduce.ok()));
+  if (!reduce.ok()) return reduce.WithContext("cross-region gradient all-reduce at inner step " + std::to_string(step));
+  if (!all_reduced) return Aborted("another worker of region " + options_.region + " failed its gradient all-reduce");
+  LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, 0, piece, grad));
+  r.gradients_averaged = true;
   return Status::Ok();
 }
 
@@ -208,10 +269,14 @@ Status RegionReplica::RunActions(uint32_t step) {
   Round& r = *round_;
   for (const auto& action : actions_[step]) {
     if (action.kind == sync_policies::SyncAction::kGradientAllReduce) {
-      // theta equals the parameters before this step (local <- theta after
-      // every sync step), so theta - local is the step's update.
-      LONGHAUL_RETURN_IF_ERROR(StartFragmentSync(0, *r.link));
-      LONGHAUL_RETURN_IF_ERROR(FinishFragmentSync(r.result, 0.0));
+      // The exchange itself ran in AllReduceGradients, before the optimizer step.
+      if (!r.gradients_averaged) {
+        return FailedPrecondition(
+            "kind sync averages the gradients of every inner step across regions, and this step's were not: "
+            "call the session's gradient all-reduce between backward and the optimizer step (C: "
+            "lh_session_sync_gradients, Python: DiLoCo.sync_gradients())");
+      }
+      r.gradients_averaged = false;
     } else if (action.kind == sync_policies::SyncAction::kOuterSync) {
       LONGHAUL_RETURN_IF_ERROR(StartFragmentSync(static_cast<uint32_t>(action.fragment), *r.link));
     } else if (action.kind == sync_policies::SyncAction::kApplyFragment) {
@@ -261,7 +326,8 @@ Result<RoundResult> RegionReplica::EndRound(const ValidationFn& validation) {
       return s;
     }
   }
-  if (schedule_->kind() == "local") std::copy(local_.begin(), local_.end(), theta_.begin());
+  // local: each region keeps its own; sync: every region took the same steps.
+  if (schedule_->kind() == "local" || schedule_->kind() == "sync") std::copy(local_.begin(), local_.end(), theta_.begin());
   RoundResult result = r.result;
   result.loss = r.step > 0 ? r.loss_sum / r.step : 0.0;
   result.param_hash = ParameterHash(theta_);

@@ -51,7 +51,11 @@ int RunBuiltinWorker(const session::SessionOptions& options) {
   if (Status started = s.Start(trainer.model().params(), std::move(start)); !started.ok()) return 2;
   while (!s.finished()) {
     const uint64_t tokens0 = trainer.tokens();
-    auto loss = trainer.Step();
+    auto loss = trainer.ComputeGradients();
+    if (loss.ok()) {
+      (void)s.SyncGradients(trainer.gradient());  // kind sync; a failure ends the round at Step()
+      trainer.ApplyGradients();
+    }
     auto event = loss.ok() ? s.Step(*loss, trainer.tokens() - tokens0) : s.FailRound(loss.status());
     if (!event.ok()) {
       std::cerr << "worker " << options.rank << " of region " << options.region << ": " << event.status().ToString()

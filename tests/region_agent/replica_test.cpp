@@ -2,6 +2,8 @@
 // process (sync_policies' InProcessGroup as the WAN, one thread per worker).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <thread>
@@ -67,7 +69,9 @@ struct SimRegion {
         in, link,
         [this]() -> longhaul::Result<lr::RegionReplica::StepFigures> {
           const uint64_t t0 = trainer->tokens();
-          LONGHAUL_ASSIGN_OR_RETURN(float loss, trainer->Step());
+          LONGHAUL_ASSIGN_OR_RETURN(float loss, trainer->ComputeGradients());
+          LONGHAUL_RETURN_IF_ERROR(replica->AllReduceGradients(trainer->gradient()));  // kind sync only
+          trainer->ApplyGradients();
           return lr::RegionReplica::StepFigures{loss, trainer->tokens() - t0};
         },
         [this](std::span<const float> theta) -> longhaul::Result<double> { return trainer->ValidationLoss(theta, 1); });
@@ -155,6 +159,102 @@ TEST_CASE("region_agent: Sync and streaming kinds keep replicas identical too", 
     REQUIRE(results[1].ok());
     CHECK(results[0]->param_hash == results[1]->param_hash);
   }
+}
+
+TEST_CASE("region_agent: kind sync is data parallelism: 3 regions of batch 8 step like one process with batch 24",
+          "[replica][sync]") {
+  constexpr int kSteps = 50, kBatch = 8;
+  std::vector<std::unique_ptr<SimRegion>> regions;
+  for (uint32_t i = 0; i < 3; ++i) {
+    regions.push_back(std::make_unique<SimRegion>(i, 3, "sync", /*h=*/1));
+    regions.back()->options.compression.codec = ls::Codec::kFp32;  // no codec asked for: fp32
+    regions.back()->Rebuild();
+  }
+  // The reference: one model and one AdamW, each step on the three regions'
+  // batches concatenated (the same data streams, in region order).
+  std::vector<std::unique_ptr<lt::DataSource>> streams;
+  for (uint32_t i = 0; i < 3; ++i) {
+    lt::DataOptions d;
+    d.seed = 7;
+    d.non_iid = true;
+    streams.push_back(std::move(lt::MakeDataSource(d, i, 3, 0, 1).value()));
+  }
+  const lt::ModelConfig config = *lt::ModelPreset("tiny");
+  lt::ByteLM model(config);
+  model.InitParams(42);
+  lt::AdamW adam(regions[0]->trainer->options().adamw, model.num_params());
+  std::vector<float> grad(model.num_params());
+
+  double max_diff = 0;
+  for (uint32_t step = 1; step <= kSteps; ++step) {
+    auto results = RunRound(regions, step);  // H = 1: every step is a round, hashed
+    for (auto& r : results) REQUIRE(r.ok());
+    for (size_t i = 1; i < results.size(); ++i) REQUIRE(results[i]->param_hash == results[0]->param_hash);
+    for (auto& r : regions) r->replica->Commit();
+    lt::Batch all{.batch_size = 3 * kBatch, .context = config.context, .inputs = {}, .targets = {}};
+    for (auto& stream : streams) {
+      const lt::Batch b = stream->NextTrain(kBatch, config.context);
+      all.inputs.insert(all.inputs.end(), b.inputs.begin(), b.inputs.end());
+      all.targets.insert(all.targets.end(), b.targets.begin(), b.targets.end());
+    }
+    model.ForwardBackward(all, grad);
+    adam.Step(model.params(), grad);
+    const auto mine = regions[0]->trainer->model().params();
+    for (size_t k = 0; k < mine.size(); ++k) max_diff = std::max<double>(max_diff, std::abs(mine[k] - model.params()[k]));
+  }
+  INFO("largest parameter difference to the one-process run over " << kSteps << " steps: " << max_diff);
+  CHECK(max_diff < 1e-5);  // fp32 rounding of the averaging order, not a different algorithm
+  CHECK(regions[0]->trainer->optimizer().step() == kSteps);
+}
+
+TEST_CASE("region_agent: a sync step whose gradients were not averaged fails the round, naming the call",
+          "[replica][sync]") {
+  std::vector<std::unique_ptr<SimRegion>> regions;
+  for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, "sync", 2));
+  const std::string theta0 = longhaul::ParameterHash(regions[0]->replica->theta());
+  ls::InProcessGroup wan(1);
+  lr::RoundInputs in;
+  in.round = 1;
+  auto& r = *regions[0];
+  auto result = r.replica->Run(in, &wan.link(0), [&]() -> longhaul::Result<lr::RegionReplica::StepFigures> {
+    LONGHAUL_ASSIGN_OR_RETURN(float loss, r.trainer->Step());  // the optimizer step without the exchange
+    return lr::RegionReplica::StepFigures{loss, 8};
+  });
+  REQUIRE_FALSE(result.ok());
+  CHECK(result.status().code() == longhaul::StatusCode::kFailedPrecondition);
+  CHECK_THAT(result.status().message(), Catch::Contains("sync_gradients") && Catch::Contains("inner step 1"));
+  CHECK(longhaul::ParameterHash(r.replica->theta()) == theta0);
+  CHECK(longhaul::ParameterHash(r.trainer->model().params()) == theta0);  // rolled back
+}
+
+TEST_CASE("region_agent: a region joining a sync job receives AdamW's moments and steps in lockstep",
+          "[replica][sync]") {
+  std::vector<std::unique_ptr<SimRegion>> regions;
+  for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, "sync", 2));
+  for (uint32_t round = 1; round <= 2; ++round) {
+    auto results = RunRound(regions, round);
+    REQUIRE(results[0].ok());
+    for (auto& r : regions) r->replica->Commit();
+  }
+  // Region 1 restarts: fresh parameters and zero moments; it joins round 3.
+  regions[1] = std::make_unique<SimRegion>(1, 2, "sync", 2);
+  regions[1]->trainer->model().InitParams(999);
+  regions[1]->Rebuild();
+  lr::RoundInputs in;
+  in.any_joining = true;
+  in.bootstrap_rank = 0;
+  auto joined = RunRound(regions, 3, in);
+  REQUIRE(joined[0].ok());
+  REQUIRE(joined[1].ok());
+  CHECK(joined[0]->param_hash == joined[1]->param_hash);  // zero moments would have stepped differently
+  for (auto& r : regions) r->replica->Commit();
+  auto next = RunRound(regions, 4);
+  REQUIRE(next[0].ok());
+  REQUIRE(next[1].ok());
+  CHECK(next[0]->param_hash == next[1]->param_hash);
+  const auto m0 = regions[0]->trainer->optimizer().first_moment();
+  const auto m1 = regions[1]->trainer->optimizer().first_moment();
+  CHECK(std::equal(m0.begin(), m0.end(), m1.begin()));
 }
 
 TEST_CASE("region_agent: Streaming DiLoCo with overlap trains while fragments are in flight, replicas identical",

@@ -1,7 +1,9 @@
 /* A worker written in C against the C ABI (longhaul/session/c_api.h): its
- * "inner steps" are exact updates (multiples of 2^-12 on multiples of 2^-6),
- * the same ones workers/replay_worker.py makes in PyTorch, so both must commit
- * bitwise-identical hashes. Usage: c_replay_worker NUM_PARAMS */
+ * "inner steps" are exact SGD steps with lr 1 on a made-up gradient (multiples
+ * of 2^-12 on parameters that are multiples of 2^-6; kind sync averages the
+ * gradient across regions first), the same ones workers/replay_worker.py makes
+ * in PyTorch, so both must commit bitwise-identical hashes.
+ * Usage: c_replay_worker NUM_PARAMS */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,9 +32,13 @@ int main(int argc, char** argv) {
     fprintf(stderr, "c_replay_worker: %s\n", lh_last_error());
     return 2;
   }
+  float* grad = malloc(sizeof(float) * (size_t)n);
   while (!lh_session_finished(s)) {
     const long g = (long)lh_session_job_step(s) + 1; /* the job-wide step being taken */
-    for (long i = 0; i < n; ++i) params[i] -= (float)((i * 7 + g * 3 + region * 5) % 17 - 8) / 4096.0f;
+    for (long i = 0; i < n; ++i) grad[i] = (float)((i * 7 + g * 3 + region * 5) % 17 - 8) / 4096.0f;
+    /* Kind sync: the mean over the regions; otherwise unchanged. A failure ends the round at the step below. */
+    if (lh_session_sync_gradients(s, grad, (uint64_t)n) != LH_OK) fprintf(stderr, "c_replay_worker: %s\n", lh_last_error());
+    for (long i = 0; i < n; ++i) params[i] -= grad[i];
     int event = 0;
     if (lh_session_step(s, 1.0f, 1, &event) != LH_OK) {
       fprintf(stderr, "c_replay_worker: %s\n", lh_last_error());
@@ -45,6 +51,7 @@ int main(int argc, char** argv) {
     }
   }
   lh_session_close(s);
+  free(grad);
   free(params);
   return 0;
 }

@@ -131,6 +131,38 @@ TEST_CASE("sdk: a PyTorch worker and a C worker making the same updates commit t
   }
 }
 
+TEST_CASE("sdk: kind sync through PyTorch is data parallelism: 3 regions step like one process with 3x the batch",
+          "[sdk][sync]") {
+  const TempDir out("sync-dp");  // declared first: removed after the workers writing into it are gone
+  RealCluster c("sdk-sync-dp");
+  c.StartOrchestrator();
+  for (const auto& r : kClusterRegions) c.StartAgent(r);
+  constexpr uint32_t kSteps = 50;
+  const std::string script = kSource + "/tests/sdk/workers/sync_dp_worker.py";
+  // H = 1: every step is a round, committed only when the three hashes agree.
+  // One more round than kSteps: the workers save their parameters after kSteps
+  // steps before the last round's exchange, so the job cannot end first.
+  v1::JobSpec s = CommandSpec(c, {kPython, script, out.path().string(), std::to_string(kSteps)}, kSteps + 1, 1, 3);
+  s.mutable_sync()->set_kind("sync");
+  s.mutable_compression()->set_codec(v1::CODEC_FP32);
+  s.mutable_inner()->set_lr(1e-2);
+  s.mutable_inner()->set_batch_size(8);
+  const std::string job = c.Submit(s);
+  auto st = c.WaitFor(job, JobDone, 240s);
+  INFO("reason: " << st.reason() << " (logs in " << c.dir << ")");
+  REQUIRE(st.state() == "succeeded");
+  const auto rounds = c.Rounds(job);
+  REQUIRE(rounds.size() == kSteps + 1);
+  for (const auto& r : rounds) CHECK(r.participants.size() == 3);  // replicas bitwise identical every step
+  std::string output;
+  const int code =
+      RunCommand(kPython + " " + script + " --reference " + out.path().string() + " " + std::to_string(kSteps) + " 3",
+                 &output);
+  INFO(output);
+  CHECK(code == 0);
+  CHECK_THAT(output, Catch::Contains("max |difference|"));
+}
+
 TEST_CASE("sdk: the PyTorch example runs across 3 regions behind emulated WAN links", "[sdk]") {
   RealCluster c("sdk-example", {.agent_flags = {"--wan-rate-mbit", "100", "--wan-delay-ms", "10"}});
   c.StartOrchestrator();

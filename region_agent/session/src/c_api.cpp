@@ -92,6 +92,16 @@ int lh_session_start(lh_session* s, float* params, uint64_t num_params) {
   });
 }
 
+int lh_session_sync_gradients(lh_session* s, float* grad, uint64_t num_params) {
+  return Guard([&] {
+    if (s == nullptr) return Fail(longhaul::InvalidArgument("lh_session_sync_gradients: session is NULL"));
+    if (grad == nullptr && num_params > 0)
+      return Fail(longhaul::InvalidArgument("lh_session_sync_gradients: grad is NULL"));
+    longhaul::Status synced = s->session->SyncGradients(std::span<float>(grad, num_params));
+    return synced.ok() ? Ok() : Fail(synced);
+  });
+}
+
 int lh_session_step(lh_session* s, float loss, uint64_t tokens, int* event) {
   return Guard([&] {
     if (s == nullptr) return Fail(longhaul::InvalidArgument("lh_session_step: session is NULL"));

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <utility>
 
 #include "agent_channel.h"
 #include "longhaul/proto/frame.h"
@@ -310,12 +311,31 @@ Result<StepEvent> Session::AfterAbort(const std::string& why) {
   return joined ? StepEvent::kResynced : StepEvent::kRolledBack;
 }
 
+Status Session::SyncGradients(std::span<float> grad) {
+  if (finished_ || !started_ || !replica_->in_round() || !step_failure_.ok()) return step_failure_;
+  if (round_cancelled_.load(std::memory_order_relaxed)) return Status::Ok();  // Step() rolls back
+  Status s = replica_->AllReduceGradients(grad);
+  if (!s.ok()) {
+    std::cerr << "round " << round_ << ": " << s.ToString() << "\n";
+    step_failure_ = s;
+  }
+  return s;
+}
+
 Result<StepEvent> Session::Step(float loss, uint64_t tokens) {
   if (finished_) return StepEvent::kFinished;
   if (!started_) return FailedPrecondition("Step() before Start()");
   const auto now = SteadyClock::now();
   const double compute = std::chrono::duration<double>(now - last_step_).count();
-  if (round_cancelled_.load(std::memory_order_relaxed)) return AfterAbort("the orchestrator ended the round");
+  if (round_cancelled_.load(std::memory_order_relaxed)) {
+    step_failure_ = Status::Ok();
+    return AfterAbort("the orchestrator ended the round");
+  }
+  if (!step_failure_.ok()) {  // SyncGradients failed this step
+    const Status failed = std::exchange(step_failure_, Status::Ok());
+    SendReport(*current_, failed, "");
+    return AfterAbort(failed.message());
+  }
   auto last = replica_->AfterInnerStep(loss, tokens, compute);
   if (!last.ok()) {  // the replica has rolled the round back
     SendReport(*current_, last.status(), "");
@@ -332,6 +352,7 @@ Result<StepEvent> Session::Step(float loss, uint64_t tokens) {
 Result<StepEvent> Session::FailRound(const Status& why) {
   if (finished_) return StepEvent::kFinished;
   if (!started_ || !current_) return FailedPrecondition("FailRound() outside a round");
+  step_failure_ = Status::Ok();
   SendReport(*current_, why, "");
   return AfterAbort(why.message());
 }

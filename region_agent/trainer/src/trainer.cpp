@@ -1,4 +1,4 @@
-// InnerTrainer: batch -> forward/backward -> region all-reduce -> AdamW.
+// InnerTrainer: batch -> forward/backward -> region all-reduce -> (caller) -> AdamW.
 #include "longhaul/trainer/trainer.h"
 
 #include <cmath>
@@ -27,6 +27,12 @@ InnerTrainer::InnerTrainer(TrainerOptions options, DataSource& data, IntraRegion
 }
 
 Result<float> InnerTrainer::Step() {
+  LONGHAUL_ASSIGN_OR_RETURN(float loss, ComputeGradients());
+  ApplyGradients();
+  return loss;
+}
+
+Result<float> InnerTrainer::ComputeGradients() {
   const Batch batch = data_.NextTrain(options_.batch_size, options_.model.context);
   const size_t n = model_.num_params();
   try {
@@ -37,10 +43,11 @@ Result<float> InnerTrainer::Step() {
   if (!std::isfinite(grad_[n]))
     return DataLoss("training loss is not finite at inner step " + std::to_string(optimizer_.step() + 1));
   LONGHAUL_RETURN_IF_ERROR(group_.AllReduceMean(grad_).WithContext("gradient all-reduce"));
-  optimizer_.Step(model_.params(), std::span<const float>(grad_).first(n));
   tokens_ += static_cast<uint64_t>(options_.batch_size);
   return grad_[n];
 }
+
+void InnerTrainer::ApplyGradients() { optimizer_.Step(model_.params(), gradient()); }
 
 float InnerTrainer::ValidationLoss(std::span<const float> params, int batches) {
   double total = 0;

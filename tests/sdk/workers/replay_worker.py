@@ -1,4 +1,4 @@
-"""The PyTorch twin of c_replay_worker.c: the same exact updates through longhaul.torch.
+"""The PyTorch twin of c_replay_worker.c: the same exact SGD steps through longhaul.torch.
 
 Usage: replay_worker.py NUM_PARAMS
 """
@@ -23,8 +23,10 @@ model = Flat()
 diloco = lh.DiLoCo(model)
 while not diloco.finished:
     g = diloco.job_step + 1
+    model.w.grad = ((idx * 7 + g * 3 + cfg.region_index * 5) % 17 - 8).to(torch.float32) / 4096.0
+    diloco.sync_gradients()  # kind sync: the mean over the regions; otherwise unchanged
     with torch.no_grad():
-        model.w -= ((idx * 7 + g * 3 + cfg.region_index * 5) % 17 - 8).to(torch.float32) / 4096.0
+        model.w -= model.w.grad
     event = diloco.step(loss=1.0, tokens=1)
     if event == lh.COMMITTED:
         print(f"committed round {diloco.committed_round}", file=sys.stderr)

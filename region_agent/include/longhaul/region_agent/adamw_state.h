@@ -1,8 +1,10 @@
 // AdamWState: the built-in trainer's InnerState. AdamW's moments and step
 // counter are restored exactly when a round rolls back; a rejoined region
-// continues the job's learning-rate schedule.
+// continues the job's learning-rate schedule (and, in a sync job, receives the
+// moments of a live region).
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "longhaul/region_agent/region_replica.h"
@@ -21,6 +23,8 @@ class AdamWState final : public InnerState {
   // Zero moments under this later step's bias correction ramp the update up
   // over ~10 steps: warm-up enough.
   void Rejoined(uint64_t job_step) override;
+  // The moments (kind sync: every region's AdamW must hold the same ones).
+  std::vector<std::span<float>> SharedState() override { return {adam_.first_moment(), adam_.second_moment()}; }
 
  private:
   trainer::AdamW& adam_;

@@ -27,10 +27,15 @@
 //                    inner steps compute; the outer step and the mix happen at
 //                    the apply step (at most one fragment in flight). A fragment
 //                    sent at the round's last step applies at the round's end.
-//  sync              cross-region sync after EVERY inner step: each region's
-//                    update (theta, which equals the parameters before the step,
-//                    minus the parameters after it) is averaged and applied with
-//                    outer SGD lr 1, momentum 0: all regions take the mean update.
+//  sync              synchronous data parallelism: every inner step, between
+//                    backward and the optimizer step, the caller hands the
+//                    region's mean gradient to AllReduceGradients(), which
+//                    averages it across regions (codec as the job asks; fp32 when
+//                    none), so every worker of every region takes the same
+//                    optimizer step from the same state; theta <- local at the
+//                    round's end. A step without it fails the round. A joining
+//                    region also receives the inner optimizer's state
+//                    (InnerState::SharedState) so its steps stay identical.
 //  local             no cross-region sync; theta <- local (regions diverge).
 #pragma once
 
@@ -39,6 +44,7 @@
 #include <future>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -67,6 +73,11 @@ class InnerState {
   // This region was re-synchronised from a live one at the start of a round
   // whose first inner step is job-wide step `job_step` + 1.
   virtual void Rejoined(uint64_t job_step) = 0;
+  // The state every region must hold alike when all take the same inner steps
+  // (kind sync: AdamW's moments), as buffers of the parameters' length; a
+  // joining region receives them from the bootstrap region. Empty: nothing to
+  // share (a joining region then starts from fresh optimizer state).
+  virtual std::vector<std::span<float>> SharedState() { return {}; }
 };
 
 struct ReplicaOptions {
@@ -117,6 +128,13 @@ class RegionReplica {
   // Inner step s (1..H) is done: records its figures and runs the schedule's
   // actions for it. True when s was the round's last step (call EndRound).
   Result<bool> AfterInnerStep(float loss, uint64_t tokens, double compute_seconds);
+  // Kind sync, between backward and the optimizer step of every inner step:
+  // replaces `grad` (the region's mean gradient, the same in each of its
+  // workers, as long as the parameters) with the mean over the round's regions;
+  // this worker carries its shard over the WAN and the region all-gathers the
+  // rest. A no-op for every other kind. On failure the round cannot commit:
+  // AfterInnerStep is not to be called; end it with AbandonRound().
+  Status AllReduceGradients(std::span<float> grad);
   Result<RoundResult> EndRound(const ValidationFn& validation = {});
   // Ends the current round without a result (restores the round's start).
   void AbandonRound();
@@ -173,6 +191,7 @@ class RegionReplica {
     Saved before;
     uint32_t step = 0;
     double loss_sum = 0;
+    bool gradients_averaged = false;  // kind sync: AllReduceGradients ran for this step
     RoundResult result;
     std::chrono::steady_clock::time_point start;
   };
@@ -181,6 +200,8 @@ class RegionReplica {
   Saved Snapshot();
   void Restore(const Saved& s);
   Status Bootstrap(const RoundInputs& in, sync_policies::CollectiveLink& link);
+  // Bootstrap of the inner optimizer's shared state (kind sync).
+  Status BootstrapInnerState(const RoundInputs& in, sync_policies::CollectiveLink& link, Deadline deadline);
   Status RunActions(uint32_t step);
   // Send step: guard fragment f of (theta - local), start its cross-region
   // AllReduceMean on a background thread.

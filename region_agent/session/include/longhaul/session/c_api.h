@@ -71,6 +71,11 @@ LH_API int lh_session_open(lh_session** out);
  * worker), owned by the session. */
 LH_API const char* lh_session_job_config_json(const lh_session* s);
 LH_API int lh_session_start(lh_session* s, float* params, uint64_t num_params);
+/* Between backward and the optimizer step of every inner step: with sync kind
+ * "sync", replaces grad (this region's mean gradient, num_params floats) with
+ * the mean over the round's regions; a no-op for every other kind. A failure
+ * fails the round: the next lh_session_step rolls it back. */
+LH_API int lh_session_sync_gradients(lh_session* s, float* grad, uint64_t num_params);
 LH_API int lh_session_step(lh_session* s, float loss, uint64_t tokens, int* event);
 /* The caller's inner step failed: the round is reported failed and rolled back. */
 LH_API int lh_session_fail_round(lh_session* s, const char* why, int* event);

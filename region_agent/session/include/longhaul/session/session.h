@@ -6,7 +6,9 @@
 //   auto s = Session::Open(*SessionOptionsFromEnvironment());   // job, WAN port, group
 //   s->Start(params, {...});          // hello; restore a checkpoint; wait for round 1
 //   while (!s->finished()) {
-//     ... one inner step on params ...
+//     ... forward and backward: grad ...
+//     s->SyncGradients(grad);         // kind sync: the mean over regions; else a no-op
+//     ... the optimizer step on params ...
 //     s->Step(loss, tokens);          // no-op except at the schedule's sync points
 //   }
 //
@@ -73,6 +75,18 @@ class Session {
   // Attaches params, restores the assignment's checkpoint into them (if any),
   // tells the agent the worker is ready, and waits for the first round (or STOP).
   Status Start(std::span<float> params, StartOptions options);
+  // Between backward and the optimizer step of every inner step. Kind sync
+  // (synchronous data parallelism): replaces `grad` (this region's mean
+  // gradient, the same in each of its workers; num_params floats) with the mean
+  // over the round's regions, so every worker of every region takes the same
+  // optimizer step. Every other kind: a no-op. A failure (returned, and logged)
+  // fails the round: the caller may still take its optimizer step, and the next
+  // Step() reports the failure and rolls the round back (parameters and
+  // InnerState included).
+  Status SyncGradients(std::span<float> grad);
+  // Whether SyncGradients does anything (kind sync): clients may skip
+  // gathering their gradients into one buffer otherwise.
+  bool syncs_gradients() const { return config_.schedule.kind == "sync"; }
   // After every inner step. Blocks only at sync points and round ends.
   Result<StepEvent> Step(float loss, uint64_t tokens);
   // The inner step itself failed (e.g. the intra-region all-reduce): the
@@ -128,6 +142,7 @@ class Session {
   // or STOP arrived, so the round in progress cannot commit.
   std::atomic<uint64_t> current_epoch_{0};
   std::atomic<bool> round_cancelled_{false};
+  Status step_failure_;  // SyncGradients failed: the next Step() ends the round
 };
 
 }  // namespace longhaul::session

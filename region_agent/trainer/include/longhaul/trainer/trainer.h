@@ -3,7 +3,8 @@
 // One inner step = next training batch from this worker's DataSource, forward and
 // backward on the ByteLM, AllReduceMean of the gradient over the IntraRegionGroup
 // (so every worker of the region applies the same update and their replicas stay
-// bitwise identical), then an AdamW step. The DiLoCo outer round (pseudo-gradient,
+// bitwise identical), then an AdamW step (ComputeGradients/ApplyGradients split it
+// for kind sync, which averages the gradient across regions in between). The DiLoCo outer round (pseudo-gradient,
 // cross-region average, outer optimizer) is not here: the caller reads and writes
 // model().params() around H calls of Step().
 //
@@ -44,6 +45,14 @@ class InnerTrainer {
   // rides along with the gradient all-reduce). Fails if the all-reduce fails or the
   // loss is not finite (kDataLoss); the parameters are then left unchanged.
   Result<float> Step();
+  // Step() in two halves, for a caller that acts on the gradient in between
+  // (kind sync averages it across regions): ComputeGradients takes the next
+  // batch, runs forward/backward and the region all-reduce, and returns the
+  // region's mean loss; gradient() then holds the region's mean gradient;
+  // ApplyGradients takes the AdamW step with it.
+  Result<float> ComputeGradients();
+  std::span<float> gradient() { return std::span<float>(grad_).first(model_.num_params()); }
+  void ApplyGradients();
   // Mean validation loss of `params` (model layout) over the fixed held-out batches
   // 0..batches-1 of options.batch_size examples; identical in every region.
   float ValidationLoss(std::span<const float> params, int batches);

@@ -1,0 +1,100 @@
+"""Synchronous data parallelism through longhaul.torch, checked against one process.
+
+As a longhaul worker (the agent starts it):
+    sync_dp_worker.py OUT_DIR STEPS
+  trains a small MLP with AdamW; every inner step it averages the gradients
+  across regions with DiLoCo.sync_gradients() before opt.step(). At the start
+  of job step STEPS (the job has more steps) it writes its parameters after
+  STEPS steps, and the optimizer settings it used, to OUT_DIR/<region index>.pt.
+
+As the reference (the test runs it afterwards):
+    sync_dp_worker.py --reference OUT_DIR STEPS REGIONS
+  trains the same MLP in one process with the REGIONS batches of each step
+  concatenated (batch REGIONS * b), then checks that every region's parameters
+  are bitwise identical to each other and equal to its own to fp32 tolerance.
+  Prints "max |difference| X"; exits 0 when they match, 1 otherwise.
+"""
+import os
+import sys
+
+import torch
+
+IN, HIDDEN, CLASSES = 16, 32, 4
+
+
+def build_model(seed):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(IN, HIDDEN), torch.nn.Tanh(), torch.nn.Linear(HIDDEN, CLASSES))
+
+
+def batch(region, step, size):
+    """Region `region`'s batch of job step `step` (0-based): the same in every process."""
+    g = torch.Generator().manual_seed(1000003 * (region + 1) + step)
+    x = torch.randn(size, IN, generator=g)
+    y = torch.randint(0, CLASSES, (size,), generator=g)
+    return x, y
+
+
+def make_optimizer(model, settings):
+    return torch.optim.AdamW(model.parameters(), lr=settings["lr"], betas=tuple(settings["betas"]),
+                             weight_decay=settings["weight_decay"], eps=1e-8)
+
+
+def flat(model):
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+def worker(out_dir, steps):
+    import longhaul.torch as lh
+    cfg = lh.job_config()
+    settings = {"lr": cfg.inner.lr, "betas": [cfg.inner.beta1, cfg.inner.beta2],
+                "weight_decay": cfg.inner.weight_decay, "batch": cfg.inner.batch_size, "seed": cfg.seed}
+    model = build_model(cfg.seed)
+    diloco = lh.DiLoCo(model)
+    opt = make_optimizer(model, settings)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    while not diloco.finished:
+        step = diloco.job_step
+        if step == steps:  # written before this step's exchange: the job cannot end first
+            path = os.path.join(out_dir, f"{cfg.region_index}.pt")
+            torch.save({"params": flat(model).clone(), "settings": settings}, path + ".tmp")
+            os.replace(path + ".tmp", path)
+        x, y = batch(cfg.region_index, step, settings["batch"])
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        diloco.sync_gradients()
+        opt.step()
+        diloco.step(loss=loss, tokens=x.shape[0])
+    return 0
+
+
+def reference(out_dir, steps, regions):
+    saved = [torch.load(os.path.join(out_dir, f"{r}.pt")) for r in range(regions)]
+    settings = saved[0]["settings"]
+    for r in range(1, regions):
+        if not torch.equal(saved[r]["params"], saved[0]["params"]):
+            print(f"region {r}'s parameters differ from region 0's: the replicas are not identical")
+            return 1
+    model = build_model(settings["seed"])
+    opt = make_optimizer(model, settings)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    for step in range(steps):
+        parts = [batch(r, step, settings["batch"]) for r in range(regions)]
+        x = torch.cat([p[0] for p in parts])
+        y = torch.cat([p[1] for p in parts])
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+    mine = flat(model)
+    diff = (mine - saved[0]["params"]).abs().max().item()
+    moved = (mine - flat(build_model(settings["seed"]))).abs().max().item()
+    print(f"max |difference| {diff:.3g} after {steps} steps (parameters moved by up to {moved:.3g}); "
+          f"settings {settings}")
+    return 0 if diff <= 1e-5 and moved > 1e-2 else 1
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--reference":
+        sys.exit(reference(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
+    sys.exit(worker(sys.argv[1], int(sys.argv[2])))
