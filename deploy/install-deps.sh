@@ -13,7 +13,7 @@ PACKAGES=(
   libgloo-dev
   libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libopenblas-dev libsqlite3-dev libzstd-dev libxxhash-dev
-  iproute2 iperf3 prometheus gnuplot-nox
+  iproute2 iperf3 prometheus gnuplot-nox stress-ng
   python3-dev pybind11-dev python3-torch python3-numpy python3-pytest
 )
 

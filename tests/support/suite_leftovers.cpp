@@ -3,20 +3,22 @@
 //   suite_leftovers snapshot FILE   (ctest FIXTURES_SETUP, before any test)
 //   suite_leftovers check FILE      (ctest FIXTURES_CLEANUP, after every test)
 //
-// The snapshot records the project's processes and /tmp/longhaul-* folders
+// The snapshot records this build's processes and the /tmp/longhaul-* folders
 // that exist before the suite (left by someone else: `machine-check --clean`
 // removes them); the check fails, naming each one, if the suite left a new
-// one, and then kills and removes it (the next run starts clean). A project
-// process is one running a longhaul binary or anything from the
-// build's bin folder, a worker an agent started (LONGHAUL_AGENT_ENDPOINT or
-// LONGHAUL_ASSIGNMENT in its environment), anything a test started (ctest puts
-// LONGHAUL_TEST_SUITE in every test's environment, and children inherit it), or
-// an unreaped longhaul zombie. Processes are keyed by pid and start time, so a
-// reused pid is not mistaken for an old one.
+// one, and then kills it or, for its own TempDirs (named with its SuiteTag),
+// removes it; folders are only listed when LONGHAUL_KEEP_TEST_DIRS asks to
+// keep them. A process is the
+// suite's when it runs a program from this build's bin folder or carries this
+// build's LONGHAUL_TEST_SUITE marker (ctest puts it in every test's
+// environment; whatever a test starts, an agent's Python workers included,
+// inherits it). Processes are keyed by pid and start time, so a reused pid is
+// not mistaken for an old one.
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -25,11 +27,15 @@
 #include <string>
 #include <vector>
 
+#include "support/temp_dir.h"
+
 namespace fs = std::filesystem;
 
 namespace {
 
 const std::string kBinDir = LONGHAUL_BIN_DIR;
+// ctest puts this in every test's environment; whatever a test starts inherits it.
+const std::string kSuiteMarker = std::string("LONGHAUL_TEST_SUITE=") + LONGHAUL_BUILD_DIR;
 
 std::string ReadFile(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -55,20 +61,17 @@ bool ParseStat(const std::string& stat, std::string* comm, char* state, std::str
   return !start_time->empty();
 }
 
-bool IsProjectProcess(const fs::path& proc, const std::string& comm, char state) {
-  if (state == 'Z') return comm.rfind("longhaul", 0) == 0;  // an unreaped longhaul process
+// This build's suite only: another build's suite running beside it (or a
+// demo) is none of this check's business, and must never be killed by it.
+bool IsSuiteProcess(const fs::path& proc) {
   std::error_code ec;
   const std::string exe = fs::read_symlink(proc / "exe", ec).string();
-  if (ec) return false;
-  const std::string name = fs::path(exe).filename().string();
-  if (name == "longhaul" || name.rfind("longhaul-", 0) == 0) return true;
+  if (ec) return false;  // gone, or a zombie (which holds nothing but its pid)
   if (exe.rfind(kBinDir + "/", 0) == 0) return true;
   const std::string env = ReadFile(proc / "environ");
   std::istringstream vars(env);
   for (std::string var; std::getline(vars, var, '\0');)
-    if (var.rfind("LONGHAUL_AGENT_ENDPOINT=", 0) == 0 || var.rfind("LONGHAUL_ASSIGNMENT=", 0) == 0 ||
-        var.rfind("LONGHAUL_TEST_SUITE=", 0) == 0)
-      return true;
+    if (var == kSuiteMarker) return true;
   return false;
 }
 
@@ -81,12 +84,12 @@ std::vector<Proc> ProjectProcesses() {
     std::string comm, start;
     char state = '?';
     if (!ParseStat(ReadFile(entry.path() / "stat"), &comm, &state, &start)) continue;
-    if (!IsProjectProcess(entry.path(), comm, state)) continue;
+    if (!IsSuiteProcess(entry.path())) continue;
     std::string args = ReadFile(entry.path() / "cmdline");
     for (char& c : args)
       if (c == '\0') c = ' ';
     if (args.size() > 200) args = args.substr(0, 200) + "...";
-    out.push_back({static_cast<pid_t>(std::stoi(pid)), pid + ":" + start, "pid " + pid + " (" + comm + (state == 'Z' ? ", zombie" : "") + ") " + args});
+    out.push_back({static_cast<pid_t>(std::stoi(pid)), pid + ":" + start, "pid " + pid + " (" + comm + ") " + args});
   }
   return out;
 }
@@ -138,9 +141,18 @@ int main(int argc, char** argv) {
     left.push_back(p.description);
     ::kill(p.pid, SIGKILL);  // reported, then removed: the next run starts clean
   }
+  const bool keep = std::getenv("LONGHAUL_KEEP_TEST_DIRS") != nullptr;
+  const std::string mine = "longhaul-test-" + longhaul::testing::SuiteTag(LONGHAUL_BUILD_DIR) + "-";
   for (const auto& f : folders) {
     if (before.count("folder " + f)) continue;
+    if (keep) {
+      std::cout << "kept (LONGHAUL_KEEP_TEST_DIRS): " << f << "\n";
+      continue;
+    }
     left.push_back(f);
+    // Only this suite's own TempDirs are removed: another folder may be in
+    // use by someone else (the check still fails, naming it).
+    if (fs::path(f).filename().string().rfind(mine, 0) != 0) continue;
     std::error_code ec;
     fs::remove_all(f, ec);
   }
@@ -148,7 +160,8 @@ int main(int argc, char** argv) {
     std::cout << "the suite left no process and no /tmp/longhaul-* folder behind\n";
     return 0;
   }
-  std::cout << "the suite left " << left.size() << " thing(s) behind (now killed and removed):\n";
+  std::cout << "the suite left " << left.size() << " thing(s) behind (its processes and its own test folders are "
+               "now killed and removed):\n";
   for (const auto& l : left) std::cout << "  " << l << "\n";
   return 1;
 }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -10,8 +11,23 @@
 
 namespace longhaul::testing {
 
+std::string SuiteTag(const std::string& build_dir) {
+  uint32_t h = 2166136261u;  // FNV-1a: stable across processes and builds
+  for (unsigned char c : build_dir) h = (h ^ c) * 16777619u;
+  char out[16];
+  std::snprintf(out, sizeof out, "s%08x", h);
+  return out;
+}
+
+std::string RunningSuiteTag() {
+  const char* suite = std::getenv("LONGHAUL_TEST_SUITE");
+  return suite != nullptr && *suite != '\0' ? SuiteTag(suite) : std::string();
+}
+
 TempDir::TempDir(const std::string& tag) {
-  std::string templ = (std::filesystem::temp_directory_path() / ("longhaul-test-" + tag + "-XXXXXX")).string();
+  const std::string suite = RunningSuiteTag();
+  const std::string name = "longhaul-test-" + (suite.empty() ? "" : suite + "-") + tag + "-XXXXXX";
+  std::string templ = (std::filesystem::temp_directory_path() / name).string();
   if (!::mkdtemp(templ.data())) throw std::runtime_error("mkdtemp " + templ + ": " + std::strerror(errno));
   path_ = templ;
 }
