@@ -130,7 +130,12 @@ Status ValidateJobSpec(const v1::JobSpec& s) {
   LONGHAUL_RETURN_IF_ERROR(worker_rules::CheckWorker(s));
   LONGHAUL_RETURN_IF_ERROR(ValidateData(s));
   LONGHAUL_RETURN_IF_ERROR(ValidateOptimizers(s));
-  return ValidateSync(s);
+  LONGHAUL_RETURN_IF_ERROR(ValidateSync(s));
+  const uint64_t steps = uint64_t{s.rounds()} * s.sync().inner_steps();
+  if (s.inner().warmup_steps() > steps)
+    return Bad("inner.warmup_steps", "must be at most the job's rounds x inner_steps (" + std::to_string(steps) + ")",
+               std::to_string(s.inner().warmup_steps()));
+  return Status::Ok();
 }
 
 }  // namespace longhaul::orchestrator

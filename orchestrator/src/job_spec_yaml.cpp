@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "job_spec_limits.h"
+#include "longhaul/proto/job_defaults.h"
 #include "longhaul/orchestrator/job_spec.h"
 #include "worker_spec_rules.h"
 
@@ -49,6 +50,11 @@ class FieldReader {
                                    std::to_string(it->second) + " and " + std::to_string(LineOf(kv.first)));
     }
     return Status::Ok();
+  }
+  // The file gives `key` a value (not left out, not null).
+  bool Given(const char* key) const {
+    const YAML::Node n = map_[key];
+    return n && !n.IsNull();
   }
   Status U32(const char* key, uint32_t* out, bool required = false) {
     uint64_t v = 0;
@@ -193,11 +199,13 @@ class FieldReader {
 };
 
 // Reads `key` into a protobuf field through its getter/setter pair.
+// Sets the field only when the file gives it: an optional field left out
+// stays unset, and the defaults table fills it (a 0 written in the file is 0).
 #define LH_FIELD(reader, kind, msg, key, ...)                    \
   do {                                                            \
     auto _v = (msg)->key();                                       \
     LONGHAUL_RETURN_IF_ERROR((reader).kind(#key, &_v, ##__VA_ARGS__)); \
-    (msg)->set_##key(_v);                                         \
+    if ((reader).Given(#key)) (msg)->set_##key(_v);               \
   } while (0)
 
 Status ParseData(const YAML::Node& node, std::string_view src, v1::DataSpec* data) {
@@ -444,41 +452,8 @@ int SecondDocumentLine(std::string_view yaml, const YAML::Node& doc) {
 
 v1::JobSpec DefaultJobSpec() {
   v1::JobSpec s;
-  s.set_name("job");
-  s.set_model_preset("tiny");
-  s.set_seed(1);
-  auto* syn = s.mutable_data()->mutable_synthetic();
-  syn->set_seed(1234);
-  syn->set_branching(4);
-  syn->set_order(1);
-  syn->set_non_iid(false);
-  s.set_region_count(3);
-  s.set_min_regions(2);
-  s.set_workers_per_region(1);
-  auto* in = s.mutable_inner();
-  in->set_name("adamw");
-  in->set_lr(1e-2);
-  in->set_weight_decay(0.0);
-  in->set_beta1(0.9);
-  in->set_beta2(0.95);
-  in->set_warmup_steps(0);
-  in->set_batch_size(8);
-  auto* out = s.mutable_outer();
-  out->set_name("nesterov");
-  out->set_lr(0.7);
-  out->set_momentum(0.9);
-  s.set_rounds(10);
-  auto* sy = s.mutable_sync();
-  sy->set_kind("diloco");
-  sy->set_inner_steps(20);
-  sy->set_fragments(1);
-  sy->set_overlap_steps(0);
-  sy->set_mixing_alpha(0.5);
-  auto* c = s.mutable_compression();
-  c->set_codec(v1::CODEC_INT8_BLOCK);
-  c->set_block_size(256);
-  c->set_topk_fraction(0.01);
-  s.set_checkpoint_interval(0);
+  s.set_rounds(10);  // no default in the table: a job says how long it runs
+  proto::FillJobDefaults(&s);
   return s;
 }
 
@@ -523,12 +498,13 @@ Result<v1::JobSpec> ParseJobSpecYaml(std::string_view yaml, std::string_view sou
     return InvalidArgument(src + " line " + std::to_string(SecondDocumentLine(yaml, docs[1])) +
                            ": a second YAML document begins here; a job file holds one job spec");
   if (docs.empty() || !docs[0] || docs[0].IsNull()) return InvalidArgument(src + ": the job spec is empty");
-  v1::JobSpec spec = DefaultJobSpec();
+  v1::JobSpec spec;  // what the file says; the defaults table fills the rest
   try {
     LONGHAUL_RETURN_IF_ERROR(ParseTop(docs[0], source, &spec));
   } catch (const YAML::Exception& e) {
     return InvalidArgument(src + " line " + std::to_string(e.mark.line + 1) + ": " + Clip(e.msg));
   }
+  proto::FillJobDefaults(&spec);
   Status valid = ValidateJobSpec(spec);
   if (!valid.ok()) return InvalidArgument(src + ": " + valid.message());
   return spec;

@@ -1,5 +1,6 @@
 // Orchestrator: construction, restore after restart, message dispatch, and the
 // region and CLI requests that do not belong to one job phase.
+#include "longhaul/proto/job_defaults.h"
 #include "longhaul/orchestrator/orchestrator.h"
 
 #include <google/protobuf/util/message_differencer.h>
@@ -41,6 +42,9 @@ Status Orchestrator::Restore() {
   for (auto& rec : jobs) {
     auto job = std::make_unique<Job>();
     job->rec = std::move(rec);
+    // Jobs stored before defaults were filled at admission get them now (the
+    // same values: defaults only fill what is unset).
+    proto::FillJobDefaults(&job->rec.spec);
     job->phase_since = clock_.Now();
     // Finished jobs too: their final validation loss and parameter hash are
     // what `longhaul status` shows after a restart.
@@ -226,6 +230,8 @@ void Orchestrator::HandleSubmit(const std::string& identity, const v1::ControlMe
                       InvalidArgument("idempotency_key " + spec_limits::ShortQuote(key) + ": at most " +
                                       std::to_string(request_limits::kMaxIdempotencyKeyBytes) +
                                       " characters of [A-Za-z0-9._:-]"));
+  // Admission: the one place defaults are filled; the stored and assigned spec is complete.
+  proto::FillJobDefaults(&spec);
   if (Status v = ValidateJobSpec(spec); !v.ok()) {
     Reject("bad_job_spec", v.message());
     return ReplyError(identity, msg, v);

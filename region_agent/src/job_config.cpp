@@ -15,6 +15,7 @@ namespace {
 Result<sync_policies::Codec> CodecFromWire(v1::Codec codec) {
   switch (codec) {
     case v1::CODEC_UNSPECIFIED:
+      return InvalidArgument("spec.compression.codec is unset (the orchestrator fills every default at admission)");
     case v1::CODEC_FP32: return sync_policies::Codec::kFp32;
     case v1::CODEC_BF16: return sync_policies::Codec::kBf16;
     case v1::CODEC_INT8_BLOCK: return sync_policies::Codec::kInt8Block;
@@ -30,15 +31,15 @@ Status ParseData(const v1::DataSpec& spec, JobConfig& job) {
     const auto& s = spec.synthetic();
     job.data.kind = "synthetic";
     job.data.seed = s.seed();
-    if (s.branching() != 0) job.data.branching = s.branching();
-    if (s.order() != 0) job.data.order = s.order();
+    job.data.branching = s.branching();
+    job.data.order = s.order();
     job.data.non_iid = s.non_iid();
   } else if (spec.has_text_file()) {
     const auto& t = spec.text_file();
     if (t.path().empty()) return InvalidArgument("spec.data.text_file.path is empty");
     job.data.kind = "text";
     job.data.text_path = t.path();
-    if (t.validation_fraction() != 0) job.data.validation_fraction = t.validation_fraction();
+    job.data.validation_fraction = t.validation_fraction();
   } else {
     return InvalidArgument("spec.data: no data source (need synthetic or text_file)");
   }
@@ -46,27 +47,25 @@ Status ParseData(const v1::DataSpec& spec, JobConfig& job) {
 }
 
 Status ParseInner(const v1::InnerOptimizer& in, uint32_t rounds, JobConfig& job) {
-  if (!in.name().empty() && in.name() != "adamw") {
+  if (in.name() != "adamw") {
     return InvalidArgument("spec.inner.name: unknown inner optimizer '" + in.name() + "' (known: adamw)");
   }
-  if (in.lr() != 0) job.inner.lr = static_cast<float>(in.lr());
-  if (in.weight_decay() != 0) job.inner.weight_decay = static_cast<float>(in.weight_decay());
-  if (in.beta1() != 0) job.inner.beta1 = static_cast<float>(in.beta1());
-  if (in.beta2() != 0) job.inner.beta2 = static_cast<float>(in.beta2());
+  job.inner.lr = static_cast<float>(in.lr());
+  job.inner.weight_decay = static_cast<float>(in.weight_decay());
+  job.inner.beta1 = static_cast<float>(in.beta1());
+  job.inner.beta2 = static_cast<float>(in.beta2());
   job.inner.warmup_steps = in.warmup_steps();
-  if (in.batch_size() != 0) job.batch_size = static_cast<int>(in.batch_size());
+  job.batch_size = static_cast<int>(in.batch_size());
   if (job.batch_size < 1 || job.batch_size > 65536) {
     return InvalidArgument("spec.inner.batch_size must be in [1, 65536], got " + std::to_string(job.batch_size));
   }
   job.inner.total_steps = std::max<uint64_t>(1, uint64_t{rounds} * job.schedule.inner_steps);
-  if (job.inner.warmup_steps >= job.inner.total_steps) job.inner.warmup_steps = 0;
   return job.inner.Validate().WithContext("spec.inner");
 }
 
 Status ParseOuter(const v1::OuterOptimizer& out, JobConfig& job) {
-  if (out.name().empty() && out.lr() == 0) return Status::Ok();  // DiLoCo defaults
-  if (!out.name().empty()) job.outer.name = out.name();
-  if (out.lr() != 0) job.outer.lr = static_cast<float>(out.lr());
+  job.outer.name = out.name();
+  job.outer.lr = static_cast<float>(out.lr());
   job.outer.momentum = static_cast<float>(out.momentum());
   return job.outer.Validate().WithContext("spec.outer");
 }
@@ -105,7 +104,7 @@ Status ParseBuiltin(const v1::JobSpec& spec, JobConfig& job) {
                            spec.model_preset() + "'");
   }
   const std::string& preset = !b.preset().empty() ? b.preset() : spec.model_preset();
-  auto model = trainer::ModelPreset(preset.empty() ? "tiny" : preset);
+  auto model = trainer::ModelPreset(preset);
   if (!model.ok()) return model.status().WithContext(b.preset().empty() ? "spec.model_preset" : "spec.worker.preset");
   job.model = *model;
   struct Dim {
@@ -153,7 +152,7 @@ Result<JobConfig> ParseJobAssignment(const v1::JobAssignment& a) {
   job.region = a.region();
   job.region_index = a.region_index();
   job.region_count = spec.regions_size() > 0 ? static_cast<uint32_t>(spec.regions_size()) : spec.region_count();
-  if (job.region_count == 0) job.region_count = 1;
+  if (job.region_count == 0) return InvalidArgument("spec.region_count must be > 0");
   if (job.region_index >= job.region_count) {
     return InvalidArgument("region_index " + std::to_string(job.region_index) + " is out of range for " +
                            std::to_string(job.region_count) + " regions");
@@ -172,12 +171,14 @@ Result<JobConfig> ParseJobAssignment(const v1::JobAssignment& a) {
     LONGHAUL_RETURN_IF_ERROR(ParseBuiltin(spec, job));
   }
 
+  // The spec is complete (the orchestrator filled the defaults table at
+  // admission): every value is taken as it is, 0 included, and validated.
   const auto& sync = spec.sync();
-  if (!sync.kind().empty()) job.schedule.kind = sync.kind();
-  if (sync.inner_steps() != 0) job.schedule.inner_steps = sync.inner_steps();
-  if (sync.fragments() != 0) job.schedule.fragments = sync.fragments();
+  job.schedule.kind = sync.kind();
+  job.schedule.inner_steps = sync.inner_steps();
+  job.schedule.fragments = sync.fragments();
   job.schedule.overlap_steps = sync.overlap_steps();
-  if (sync.mixing_alpha() != 0) job.schedule.mixing_alpha = sync.mixing_alpha();
+  job.schedule.mixing_alpha = sync.mixing_alpha();
   LONGHAUL_RETURN_IF_ERROR(job.schedule.Validate().WithContext("spec.sync"));
 
   // A command may bring its own data; data it is given is checked and passed on.
@@ -190,8 +191,8 @@ Result<JobConfig> ParseJobAssignment(const v1::JobAssignment& a) {
   auto codec = CodecFromWire(spec.compression().codec());
   if (!codec.ok()) return codec.status();
   job.compression.codec = *codec;
-  if (spec.compression().block_size() != 0) job.compression.block_size = spec.compression().block_size();
-  if (spec.compression().topk_fraction() != 0) job.compression.topk_fraction = spec.compression().topk_fraction();
+  job.compression.block_size = spec.compression().block_size();
+  job.compression.topk_fraction = spec.compression().topk_fraction();
   LONGHAUL_RETURN_IF_ERROR(job.compression.Validate().WithContext("spec.compression"));
   return job;
 }

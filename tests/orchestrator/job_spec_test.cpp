@@ -1,3 +1,4 @@
+#include "longhaul/proto/job_defaults.h"
 #include "longhaul/orchestrator/job_spec.h"
 
 #include <sys/stat.h>
@@ -45,6 +46,37 @@ TEST_CASE("a complete job spec parses with every field and defaults for the rest
   CHECK(spec->compression().codec() == v1::CODEC_INT8_BLOCK);
   CHECK(spec->compression().block_size() == 128);
   CHECK(spec->checkpoint_interval() == 4);
+}
+
+TEST_CASE("defaults: a 0 written in the file stays 0, what is left out comes from the one table", "[job_spec][defaults]") {
+  auto spec = ParseJobSpecYaml(
+      "name: z\nrounds: 3\nseed: 0\ncheckpoint_interval: 0\n"
+      "inner: {weight_decay: 0, beta1: 0, beta2: 0, warmup_steps: 0}\n"
+      "outer: {momentum: 0}\nsync: {kind: streaming_diloco, inner_steps: 4, fragments: 2, mixing_alpha: 0}\n",
+      "job.yaml");
+  REQUIRE(spec.ok());
+  CHECK(spec->seed() == 0);
+  CHECK(spec->inner().weight_decay() == 0);
+  CHECK(spec->inner().beta1() == 0);
+  CHECK(spec->inner().beta2() == 0);
+  CHECK(spec->outer().momentum() == 0);
+  CHECK(spec->sync().mixing_alpha() == 0);
+  CHECK(spec->inner().lr() == Approx(longhaul::proto::job_defaults::kInnerLr));  // left out
+  CHECK(spec->outer().lr() == Approx(longhaul::proto::job_defaults::kOuterLr));
+  CHECK(spec->compression().codec() == v1::CODEC_INT8_BLOCK);
+  // The synchronous baseline without a compression section sends fp32 gradients.
+  auto sync = ParseJobSpecYaml("name: s\nrounds: 3\nsync: {kind: sync}\n", "job.yaml");
+  REQUIRE(sync.ok());
+  CHECK(sync->compression().codec() == v1::CODEC_FP32);
+  CHECK(sync->sync().inner_steps() == longhaul::proto::job_defaults::kInnerSteps);  // one H default, everywhere
+  // What the YAML reader fills is what the orchestrator fills at admission: the same table.
+  v1::JobSpec wire;
+  wire.set_rounds(3);
+  wire.mutable_sync()->set_kind("sync");
+  longhaul::proto::FillJobDefaults(&wire);
+  auto yaml = ParseJobSpecYaml("name: job\nrounds: 3\nsync: {kind: sync}\n", "job.yaml");
+  REQUIRE(yaml.ok());
+  CHECK(yaml->DebugString() == wire.DebugString());
 }
 
 TEST_CASE("an unknown field is an error naming the field and its line", "[job_spec]") {

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "fake_orchestrator.h"
+#include "longhaul/proto/job_defaults.h"
 #include "longhaul/session/checkpoint_path.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
@@ -64,6 +65,7 @@ v1::JobAssignment TinyJob(const std::string& job, const std::string& region, uin
   spec->mutable_sync()->set_kind("diloco");
   spec->mutable_sync()->set_inner_steps(3);
   spec->mutable_compression()->set_codec(v1::CODEC_INT8_BLOCK);
+  longhaul::proto::FillJobDefaults(spec);  // what the orchestrator does at admission
   return a;
 }
 
@@ -143,6 +145,7 @@ TEST_CASE("region_agent: agent registers, heartbeats, rejects bad assignments an
 
   auto missing = TinyJob("j-file", "eu", 0, 1, 1);
   missing.mutable_spec()->mutable_data()->mutable_text_file()->set_path("/nonexistent/data.txt");
+  longhaul::proto::FillJobDefaults(missing.mutable_spec());  // the text source's defaults, as at admission
   orch.Send("eu", Wrap(missing));
   rej = orch.WaitFor(Body(v1::ControlMessage::kJobRejected), 5s);
   REQUIRE(rej);
@@ -155,6 +158,7 @@ TEST_CASE("region_agent: agent registers, heartbeats, rejects bad assignments an
   }
   auto small = TinyJob("j-small", "eu", 0, 1, 1);
   small.mutable_spec()->mutable_data()->mutable_text_file()->set_path((dir / "tiny.txt").string());
+  longhaul::proto::FillJobDefaults(small.mutable_spec());
   orch.Send("eu", Wrap(small));
   rej = orch.WaitFor(Body(v1::ControlMessage::kJobRejected), 30s);
   REQUIRE(rej);

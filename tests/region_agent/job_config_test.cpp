@@ -2,9 +2,14 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
+#include "longhaul/proto/job_defaults.h"
 #include "longhaul/region_agent/job_config.h"
+#include "longhaul/session/job_config_json.h"
 #include "longhaul/region_agent/region_report.h"
 #include "longhaul/region_agent/shard_layout.h"
 
@@ -24,6 +29,7 @@ longhaul::v1::JobAssignment Good() {
   spec->mutable_data()->mutable_synthetic()->set_seed(3);
   spec->mutable_sync()->set_kind("diloco");
   spec->mutable_sync()->set_inner_steps(5);
+  longhaul::proto::FillJobDefaults(spec);  // what the orchestrator does at admission
   return a;
 }
 }  // namespace
@@ -34,7 +40,7 @@ TEST_CASE("region_agent: A well-formed assignment is admitted with defaults fill
   CHECK(job->workers == 2);
   CHECK(job->schedule.inner_steps == 5);
   CHECK(job->outer.name == "nesterov");
-  CHECK(job->compression.codec == longhaul::sync_policies::Codec::kFp32);
+  CHECK(job->compression.codec == longhaul::sync_policies::Codec::kInt8Block);  // the table's, for diloco
 }
 
 TEST_CASE("region_agent: Bad assignments are refused with a message naming the problem", "[job_config]") {
@@ -51,6 +57,7 @@ TEST_CASE("region_agent: Bad assignments are refused with a message naming the p
 
   a = Good();
   a.mutable_spec()->mutable_data()->mutable_text_file()->set_path("/nonexistent/corpus.txt");
+  longhaul::proto::FillJobDefaults(a.mutable_spec());  // admission: the text source's defaults
   r = lr::AdmitJob(a, "eu", 4);
   REQUIRE(!r.ok());
   CHECK(r.status().code() == StatusCode::kNotFound);
@@ -137,10 +144,12 @@ TEST_CASE("region_agent: A command worker is admitted with its argv, env and wor
 
   // Data it is given is parsed and passed on; a text file must exist.
   a.mutable_spec()->mutable_data()->mutable_text_file()->set_path("/nonexistent/corpus.txt");
+  longhaul::proto::FillJobDefaults(a.mutable_spec());
   auto missing = lr::AdmitJob(a, "eu", 4);
   REQUIRE(!missing.ok());
   CHECK(missing.status().code() == StatusCode::kNotFound);
   a.mutable_spec()->mutable_data()->mutable_synthetic()->set_branching(3);
+  longhaul::proto::FillJobDefaults(a.mutable_spec());
   job = lr::AdmitJob(a, "eu", 4);
   REQUIRE(job.ok());
   CHECK(job->has_data);
@@ -206,4 +215,147 @@ TEST_CASE("region_agent: The region report is ok only when all workers agree", "
   auto bad = lr::AggregateRegionReport("eu", reports);
   CHECK(!bad.ok());
   CHECK(bad.error().message().find("disagree") != std::string::npos);
+}
+
+namespace {
+
+// One numeric field of the job spec: how to set it, what the worker's
+// JobConfig holds for it, and where lh.job_config() (the session's JSON) has it.
+struct NumericField {
+  const char* name;
+  bool zero_valid;  // 0 is a legal value (the spec marks it optional)
+  double other;     // a legal value that is no default
+  std::function<void(longhaul::v1::JobSpec&, double)> set;
+  std::function<double(const lr::JobConfig&)> seen;
+  const char* section;  // JSON object ("" = top level)
+  const char* key;
+};
+
+std::vector<NumericField> NumericFields() {
+  using longhaul::v1::JobSpec;
+  auto streaming = [](JobSpec& s) {
+    s.mutable_sync()->set_kind("streaming_diloco");
+    s.mutable_sync()->set_inner_steps(6);
+    s.mutable_sync()->set_fragments(3);
+  };
+  return {
+      {"inner.lr", false, 0.0123, [](JobSpec& s, double v) { s.mutable_inner()->set_lr(v); },
+       [](const lr::JobConfig& c) { return c.inner.lr; }, "inner", "lr"},
+      {"inner.weight_decay", true, 0.037, [](JobSpec& s, double v) { s.mutable_inner()->set_weight_decay(v); },
+       [](const lr::JobConfig& c) { return c.inner.weight_decay; }, "inner", "weight_decay"},
+      {"inner.beta1", true, 0.77, [](JobSpec& s, double v) { s.mutable_inner()->set_beta1(v); },
+       [](const lr::JobConfig& c) { return c.inner.beta1; }, "inner", "beta1"},
+      {"inner.beta2", true, 0.88, [](JobSpec& s, double v) { s.mutable_inner()->set_beta2(v); },
+       [](const lr::JobConfig& c) { return c.inner.beta2; }, "inner", "beta2"},
+      {"inner.warmup_steps", true, 7, [](JobSpec& s, double v) { s.mutable_inner()->set_warmup_steps(v); },
+       [](const lr::JobConfig& c) { return c.inner.warmup_steps; }, "inner", "warmup_steps"},
+      {"inner.batch_size", false, 5, [](JobSpec& s, double v) { s.mutable_inner()->set_batch_size(v); },
+       [](const lr::JobConfig& c) { return c.batch_size; }, "inner", "batch_size"},
+      {"outer.lr", false, 0.55, [](JobSpec& s, double v) { s.mutable_outer()->set_lr(v); },
+       [](const lr::JobConfig& c) { return c.outer.lr; }, "outer", "lr"},
+      {"outer.momentum", true, 0.45, [](JobSpec& s, double v) { s.mutable_outer()->set_momentum(v); },
+       [](const lr::JobConfig& c) { return c.outer.momentum; }, "outer", "momentum"},
+      {"sync.inner_steps", false, 9, [](JobSpec& s, double v) { s.mutable_sync()->set_inner_steps(v); },
+       [](const lr::JobConfig& c) { return c.schedule.inner_steps; }, "sync", "inner_steps"},
+      {"sync.fragments", false, 2,
+       [=](JobSpec& s, double v) {
+         streaming(s);
+         s.mutable_sync()->set_fragments(v);
+       },
+       [](const lr::JobConfig& c) { return c.schedule.fragments; }, "sync", "fragments"},
+      {"sync.overlap_steps", true, 1,
+       [=](JobSpec& s, double v) {
+         streaming(s);
+         s.mutable_sync()->set_overlap_steps(v);
+       },
+       [](const lr::JobConfig& c) { return c.schedule.overlap_steps; }, "sync", "overlap_steps"},
+      {"sync.mixing_alpha", true, 0.35,
+       [=](JobSpec& s, double v) {
+         streaming(s);
+         s.mutable_sync()->set_mixing_alpha(v);
+       },
+       [](const lr::JobConfig& c) { return c.schedule.mixing_alpha; }, "sync", "mixing_alpha"},
+      {"compression.block_size", false, 64, [](JobSpec& s, double v) { s.mutable_compression()->set_block_size(v); },
+       [](const lr::JobConfig& c) { return c.compression.block_size; }, "compression", "block_size"},
+      {"compression.topk_fraction", false, 0.02,
+       [](JobSpec& s, double v) { s.mutable_compression()->set_topk_fraction(v); },
+       [](const lr::JobConfig& c) { return c.compression.topk_fraction; }, "compression", "topk_fraction"},
+      {"rounds", false, 4, [](JobSpec& s, double v) { s.set_rounds(v); },
+       [](const lr::JobConfig& c) { return c.rounds; }, "", "rounds"},
+      {"seed", true, 77, [](JobSpec& s, double v) { s.set_seed(v); }, [](const lr::JobConfig& c) { return c.seed; },
+       "", "seed"},
+      {"checkpoint_interval", true, 3, [](JobSpec& s, double v) { s.set_checkpoint_interval(v); },
+       [](const lr::JobConfig& c) { return c.checkpoint_interval; }, "", "checkpoint_interval"},
+      {"data.synthetic.seed", true, 99, [](JobSpec& s, double v) { s.mutable_data()->mutable_synthetic()->set_seed(v); },
+       [](const lr::JobConfig& c) { return c.data.seed; }, "data", "synthetic.seed"},
+      {"data.synthetic.branching", false, 6,
+       [](JobSpec& s, double v) { s.mutable_data()->mutable_synthetic()->set_branching(v); },
+       [](const lr::JobConfig& c) { return c.data.branching; }, "data", "synthetic.branching"},
+  };
+}
+
+double JsonValue(const nlohmann::json& j, const std::string& section, const std::string& key) {
+  const nlohmann::json& s = section.empty() ? j : j.at(section);
+  const auto dot = key.find('.');
+  return dot == std::string::npos ? s.at(key).get<double>() : s.at(key.substr(0, dot)).at(key.substr(dot + 1)).get<double>();
+}
+
+}  // namespace
+
+TEST_CASE("region_agent: every numeric spec field reaches the worker and lh.job_config() as given, 0 included",
+          "[job_config][defaults]") {
+  longhaul::session::SessionOptions options;
+  for (const auto& f : NumericFields()) {
+    std::vector<double> values = {f.other};
+    if (f.zero_valid) values.push_back(0.0);
+    for (double v : values) {
+      INFO(f.name << " = " << v);
+      auto a = Good();
+      f.set(*a.mutable_spec(), v);
+      longhaul::proto::FillJobDefaults(a.mutable_spec());  // admission fills only what is unset
+      auto job = lr::AdmitJob(a, "eu", 4);
+      REQUIRE(job.ok());
+      CHECK(f.seen(*job) == Approx(v));
+      const auto json = nlohmann::json::parse(longhaul::session::JobConfigJson(*job, options));
+      CHECK(JsonValue(json, f.section, f.key) == Approx(v));
+    }
+  }
+}
+
+TEST_CASE("region_agent: an unset field has the one table's default; a 0 where 0 is legal stays 0",
+          "[job_config][defaults]") {
+  namespace d = longhaul::proto::job_defaults;
+  longhaul::v1::JobAssignment a;
+  a.set_job_id("job-1");
+  a.set_region("eu");
+  longhaul::proto::FillJobDefaults(a.mutable_spec());  // an empty spec: every default
+  auto job = lr::AdmitJob(a, "eu", 4);
+  REQUIRE(job.ok());
+  CHECK(job->inner.lr == Approx(d::kInnerLr));
+  CHECK(job->inner.weight_decay == Approx(d::kInnerWeightDecay));
+  CHECK(job->inner.beta1 == Approx(d::kInnerBeta1));
+  CHECK(job->inner.beta2 == Approx(d::kInnerBeta2));
+  CHECK(job->schedule.kind == d::kSyncKind);
+  CHECK(job->schedule.inner_steps == d::kInnerSteps);
+  CHECK(job->schedule.mixing_alpha == Approx(d::kMixingAlpha));
+  CHECK(job->outer.momentum == Approx(d::kOuterMomentum));
+  CHECK(job->compression.codec == longhaul::sync_policies::Codec::kInt8Block);
+  CHECK(job->batch_size == static_cast<int>(d::kInnerBatchSize));
+  CHECK(job->seed == d::kSeed);
+  CHECK(job->model.preset == d::kModelPreset);
+
+  // A sync job that names no codec averages fp32 gradients; one that names int8 gets int8.
+  longhaul::v1::JobSpec sync;
+  sync.mutable_sync()->set_kind("sync");
+  longhaul::proto::FillJobDefaults(&sync);
+  CHECK(sync.compression().codec() == longhaul::v1::CODEC_FP32);
+  sync.mutable_compression()->set_codec(longhaul::v1::CODEC_INT8_BLOCK);
+  longhaul::proto::FillJobDefaults(&sync);
+  CHECK(sync.compression().codec() == longhaul::v1::CODEC_INT8_BLOCK);
+
+  // A spec that skipped admission (a codec left unset) is refused, not defaulted.
+  a.mutable_spec()->mutable_compression()->set_codec(longhaul::v1::CODEC_UNSPECIFIED);
+  auto unset = lr::AdmitJob(a, "eu", 4);
+  REQUIRE_FALSE(unset.ok());
+  CHECK_THAT(unset.status().message(), Catch::Contains("spec.compression.codec is unset"));
 }

@@ -17,8 +17,9 @@
 
 namespace longhaul::orchestrator {
 
-// A spec with every documented default set (tiny preset, synthetic data, 3
-// regions, DiLoCo H=20, Nesterov 0.7/0.9, int8 blocks of 256...).
+// A spec of 10 rounds with every default of the one table filled
+// (longhaul/proto/job_defaults.h: tiny preset, synthetic data, 3 regions,
+// DiLoCo H=20, Nesterov 0.7/0.9, int8 blocks of 256...).
 v1::JobSpec DefaultJobSpec();
 
 // Parses YAML text of at most 1 MiB holding one document; `source` names it in

@@ -1,0 +1,66 @@
+// The one table of job defaults (LevelDB's options.h style): every field a job
+// spec may leave out, and the value it then has. The orchestrator fills them
+// once, when it admits a job (and the YAML reader, so `longhaul submit` shows
+// what will run); the spec it stores and assigns is complete, and agents,
+// workers and the SDK read it as it is: nobody re-defaults downstream, so a
+// value of 0 means 0. Fields where 0 is legal are proto3 `optional` (unset =
+// the default); every other numeric field is invalid at 0, so 0 there = unset.
+#pragma once
+
+#include <cstdint>
+
+#include "longhaul/v1/control.pb.h"
+
+namespace longhaul::proto::job_defaults {
+
+inline constexpr char kName[] = "job";
+inline constexpr char kModelPreset[] = "tiny";  // built-in trainer only
+inline constexpr uint64_t kSeed = 1;
+// `rounds` has no default: a job says how long it runs (0 is refused).
+inline constexpr uint32_t kRegionCount = 3;       // without an explicit region list
+inline constexpr uint32_t kMinRegions = 2;        // capped at the region count
+inline constexpr uint32_t kWorkersPerRegion = 1;
+inline constexpr uint32_t kCheckpointInterval = 0;  // never
+
+// Data (the built-in trainer's default source; a command worker brings its own).
+inline constexpr uint64_t kSyntheticSeed = 1234;
+inline constexpr uint32_t kSyntheticBranching = 4;
+inline constexpr uint32_t kSyntheticOrder = 1;
+inline constexpr double kTextValidationFraction = 0.05;
+
+// Inner optimizer (AdamW).
+inline constexpr char kInnerName[] = "adamw";
+inline constexpr double kInnerLr = 1e-2;
+inline constexpr double kInnerWeightDecay = 0.0;
+inline constexpr double kInnerBeta1 = 0.9;
+inline constexpr double kInnerBeta2 = 0.95;
+inline constexpr uint32_t kInnerWarmupSteps = 0;
+inline constexpr uint32_t kInnerBatchSize = 8;
+
+// Outer optimizer: DiLoCo's Nesterov lr 0.7, momentum 0.9.
+inline constexpr char kOuterName[] = "nesterov";
+inline constexpr double kOuterLr = 0.7;
+inline constexpr double kOuterMomentum = 0.9;
+
+// Synchronisation.
+inline constexpr char kSyncKind[] = "diloco";
+inline constexpr uint32_t kInnerSteps = 20;  // H
+inline constexpr uint32_t kFragments = 1;
+inline constexpr uint32_t kOverlapSteps = 0;
+inline constexpr double kMixingAlpha = 0.5;
+
+// Compression: int8 for DiLoCo's pseudo-gradients; none (fp32) for `sync`
+// (its baseline is plain data parallelism) and `local` (nothing is sent).
+inline constexpr v1::Codec kCodecOuter = v1::CODEC_INT8_BLOCK;
+inline constexpr v1::Codec kCodecSync = v1::CODEC_FP32;
+inline constexpr uint32_t kBlockSize = 256;
+inline constexpr double kTopkFraction = 0.01;
+
+}  // namespace longhaul::proto::job_defaults
+
+namespace longhaul::proto {
+
+// Fills every field `spec` leaves out from the table above; idempotent.
+void FillJobDefaults(v1::JobSpec* spec);
+
+}  // namespace longhaul::proto
