@@ -5,7 +5,8 @@
 // Every run is a real job whose workers are train.py: the same model flags,
 // text file, batch and total inner steps per worker T in every run (a DiLoCo
 // run with H inner steps has T/H rounds; the synchronous baseline, kind
-// "sync", averages every step's update across regions in fp32 and reports
+// "sync", is synchronous data parallelism: every step the gradients of every
+// region are averaged in fp32 before the optimizer step; it reports
 // every --sync-round-steps steps). Each policy runs at every inner learning
 // rate of the sweep and is reported at its best final validation loss, so a
 // policy is not judged at a learning rate tuned for another.
@@ -186,7 +187,8 @@ std::string Table(const std::vector<Policy>& plan, const std::vector<Run>& runs,
     << "0.9/0.95, no weight decay, " << o.warmup << " warm-up steps, cosine to 10%) at each lr of the sweep; "
     << "each policy shown at its best. DiLoCo outer Nesterov lr " << o.outer_lr << ", momentum";
   for (size_t i = 0; i < o.outer_momenta.size(); ++i) t << (i ? " / " : " ") << Fmt("%g", o.outer_momenta[i]);
-  t << ". The baseline averages every step's update across regions in fp32 (kind sync, reported every "
+  t << ". The baseline is synchronous data parallelism: every step's gradients averaged across regions in "
+    << "fp32 before one identical optimizer step (kind sync, train.py's sync_gradients(), reported every "
     << o.sync_round_steps << " steps). val loss: the last round's, on rank 0 of each region (identical "
     << "parameters), 4 fixed batches of 16 windows, nats/byte.\n";
   return t.str();
