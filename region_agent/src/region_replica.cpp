@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 
 #include "longhaul/common/checksum.h"
 #include "longhaul/sync_policies/cross_region.h"
@@ -18,13 +17,6 @@ double SecondsSince(SteadyClock::time_point t) {
 template <typename T>
 std::span<T> Sub(std::vector<T>& v, size_t begin, size_t end) {
   return std::span<T>(v).subspan(begin, end - begin);
-}
-
-// The first non-finite value of `v`, or -1.
-std::ptrdiff_t FirstNonFinite(std::span<const float> v) {
-  for (size_t i = 0; i < v.size(); ++i)
-    if (!std::isfinite(v[i])) return static_cast<std::ptrdiff_t>(i);
-  return -1;
 }
 
 }  // namespace
@@ -51,7 +43,7 @@ Result<std::unique_ptr<RegionReplica>> RegionReplica::Create(ReplicaOptions opti
   std::unique_ptr<RegionReplica> r(new RegionReplica(std::move(options), local, group, inner, std::move(*schedule)));
   for (uint32_t f = 0; f < r->layout_.fragments(); ++f) {
     sync_policies::OuterOptimizerOptions outer = r->options_.outer;
-    if (r->options_.schedule.kind == "sync") outer = {.name = "sgd", .lr = 1.0f, .momentum = 0.0f};
+    if (r->averages_gradients()) outer = {.name = "sgd", .lr = 1.0f, .momentum = 0.0f};
     auto opt = sync_policies::OuterOptimizer::Create(outer, r->layout_.Piece(f).size());
     if (!opt.ok()) return opt.status();
     r->outer_.push_back(std::move(*opt));
@@ -125,7 +117,7 @@ Status RegionReplica::Bootstrap(const RoundInputs& in, sync_policies::Collective
       if (!state.empty()) LONGHAUL_RETURN_IF_ERROR(outer_[f]->LoadState(state));
     }
   }
-  if (options_.schedule.kind == "sync") LONGHAUL_RETURN_IF_ERROR(BootstrapInnerState(in, link, deadline));
+  if (averages_gradients()) LONGHAUL_RETURN_IF_ERROR(BootstrapInnerState(in, link, deadline));
   if (in.this_region_joining) {
     std::copy(theta_.begin(), theta_.end(), local_.begin());
     // The trainer continues where the job is (its learning-rate schedule above
@@ -155,7 +147,7 @@ Status RegionReplica::BootstrapInnerState(const RoundInputs& in, sync_policies::
 }
 
 Status RegionReplica::AllReduceGradients(std::span<float> grad) {
-  if (options_.schedule.kind != "sync") return Status::Ok();
+  if (!averages_gradients()) return Status::Ok();
   if (!round_) return FailedPrecondition("gradient all-reduce outside a round");
   if (grad.size() != local_.size()) {
     return InvalidArgument("gradient of " + std::to_string(grad.size()) + " floats for " +
@@ -167,9 +159,9 @@ Status RegionReplica::AllReduceGradients(std::span<float> grad) {
   std::vector<float> piece(grad.begin() + static_cast<std::ptrdiff_t>(p.begin),
                            grad.begin() + static_cast<std::ptrdiff_t>(p.end));
   // A non-finite gradient would poison every region's replica: refused before the WAN.
-  const std::ptrdiff_t bad = FirstNonFinite(piece);
-  LONGHAUL_ASSIGN_OR_RETURN(bool all_finite, AllRanksOk(group_, bad < 0));
-  if (bad >= 0) {
+  const size_t bad = sync_policies::FirstNonFinite(piece);
+  LONGHAUL_ASSIGN_OR_RETURN(bool all_finite, AllRanksOk(group_, bad == piece.size()));
+  if (bad < piece.size()) {
     return InvalidArgument("region " + options_.region + ": gradient value " + std::to_string(p.begin + bad) +
                            " is not finite at inner step " + std::to_string(step));
   }
@@ -327,7 +319,7 @@ Result<RoundResult> RegionReplica::EndRound(const ValidationFn& validation) {
     }
   }
   // local: each region keeps its own; sync: every region took the same steps.
-  if (schedule_->kind() == "local" || schedule_->kind() == "sync") std::copy(local_.begin(), local_.end(), theta_.begin());
+  if (schedule_->kind() == "local" || averages_gradients()) std::copy(local_.begin(), local_.end(), theta_.begin());
   RoundResult result = r.result;
   result.loss = r.step > 0 ? r.loss_sum / r.step : 0.0;
   result.param_hash = ParameterHash(theta_);

@@ -25,6 +25,12 @@ double PseudoGradientGuard::ReferenceNorm() const {
   return m % 2 ? sorted[m / 2] : 0.5 * (sorted[m / 2 - 1] + sorted[m / 2]);
 }
 
+size_t FirstNonFinite(std::span<const float> v) {
+  size_t i = 0;
+  while (i < v.size() && std::isfinite(v[i])) ++i;
+  return i;
+}
+
 Status PseudoGradientGuard::Check(std::string_view region, std::span<const float> g) {
   LONGHAUL_RETURN_IF_ERROR(options_.Validate());
   // Finite check and squared norm in one pass; double accumulation so the norm
@@ -36,8 +42,7 @@ Status PseudoGradientGuard::Check(std::string_view region, std::span<const float
     sum += static_cast<double>(x) * static_cast<double>(x);
   }
   if (!finite) {
-    size_t i = 0;
-    while (i < g.size() && std::isfinite(g[i])) ++i;
+    const size_t i = FirstNonFinite(g);
     return InvalidArgument("pseudo-gradient from region " + std::string(region) +
                            " rejected: " + (std::isnan(g[i]) ? "NaN" : "Inf") + " at index " + std::to_string(i) +
                            " of " + std::to_string(g.size()));

@@ -201,8 +201,22 @@ void Subprocess::Kill() {
   pgid_ = -1;
 }
 
+bool Subprocess::ReadMore(Clock::time_point deadline) {
+  if (stdout_fd_ < 0) return false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    pollfd p{stdout_fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+    char tmp[65536];
+    const ssize_t n = ::read(stdout_fd_, tmp, sizeof tmp);
+    if (n <= 0) return false;
+    stdout_buffer_.append(tmp, static_cast<size_t>(n));
+    return true;
+  }
+}
+
 std::string Subprocess::ReadLine(std::chrono::milliseconds timeout) {
-  if (stdout_fd_ < 0) return "";
   const auto deadline = Clock::now() + timeout;
   for (;;) {
     if (const auto nl = stdout_buffer_.find('\n'); nl != std::string::npos) {
@@ -210,29 +224,13 @@ std::string Subprocess::ReadLine(std::chrono::milliseconds timeout) {
       stdout_buffer_.erase(0, nl + 1);
       return line;
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return "";
-    pollfd p{stdout_fd_, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
-    char tmp[65536];
-    const ssize_t n = ::read(stdout_fd_, tmp, sizeof tmp);
-    if (n <= 0) return "";
-    stdout_buffer_.append(tmp, static_cast<size_t>(n));
+    if (!ReadMore(deadline)) return "";
   }
 }
 
 std::string Subprocess::ReadAll(std::chrono::milliseconds timeout) {
-  if (stdout_fd_ < 0) return "";
   const auto deadline = Clock::now() + timeout;
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) break;
-    pollfd p{stdout_fd_, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
-    char tmp[65536];
-    const ssize_t n = ::read(stdout_fd_, tmp, sizeof tmp);
-    if (n <= 0) break;
-    stdout_buffer_.append(tmp, static_cast<size_t>(n));
+  while (ReadMore(deadline)) {
   }
   return std::exchange(stdout_buffer_, std::string());
 }
@@ -293,25 +291,38 @@ std::optional<std::string> HttpGet(int port, const std::string& path) {
   return out.substr(body + 4);
 }
 
-std::vector<pid_t> ChildrenNamed(pid_t parent, const std::string& name) {
-  std::vector<pid_t> out;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+std::vector<ProcessEntry> ListProcesses() {
+  std::vector<ProcessEntry> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
     const std::string pid = e.path().filename().string();
     if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
     std::ifstream stat(e.path() / "stat");
     std::string line;
-    if (!std::getline(stat, line)) continue;
-    // pid (comm) state ppid ...; comm may hold spaces, so parse from the last ')'.
-    const size_t close = line.rfind(')');
-    const size_t open = line.find('(');
-    if (close == std::string::npos || open == std::string::npos) continue;
+    if (!std::getline(stat, line)) continue;  // gone meanwhile
+    // pid (comm) state ppid ... starttime(22) ...; comm may hold spaces and
+    // ')', so the fields after it are read from the last ')'.
+    const size_t open = line.find('('), close = line.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close + 2 > line.size()) continue;
+    ProcessEntry p;
+    p.pid = std::stoi(pid);
+    p.dir = e.path();
+    p.comm = line.substr(open + 1, close - open - 1);
     std::istringstream rest(line.substr(close + 2));
-    char state;
-    pid_t ppid = 0;
-    rest >> state >> ppid;
-    // comm is cut at 15 characters ("longhaul-worker" fits exactly).
-    if (ppid == parent && line.substr(open + 1, close - open - 1) == name.substr(0, 15)) out.push_back(std::stoi(pid));
+    std::string field;
+    for (int i = 3; i <= 22 && rest >> field; ++i) {
+      if (i == 4) p.ppid = std::stoi(field);
+      if (i == 22) p.start_time = field;
+    }
+    if (!p.start_time.empty()) out.push_back(std::move(p));
   }
+  return out;
+}
+
+std::vector<pid_t> ChildrenNamed(pid_t parent, const std::string& name) {
+  std::vector<pid_t> out;
+  for (const auto& p : ListProcesses())
+    if (p.ppid == parent && p.comm == name.substr(0, 15)) out.push_back(p.pid);  // comm: 15 characters at most
   return out;
 }
 

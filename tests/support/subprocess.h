@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,6 +70,8 @@ class Subprocess {
  private:
   void Reap(int wait_status);
   void Close();
+  // Appends what captured stdout has by `deadline`; false at EOF or the deadline.
+  bool ReadMore(std::chrono::steady_clock::time_point deadline);
 
   pid_t pid_ = -1;   // the process; -1 once reaped
   pid_t pgid_ = -1;  // its group; -1 once every member is reaped
@@ -84,8 +87,18 @@ class Subprocess {
 int RunCommand(const std::string& shell_command, std::string* output,
                std::chrono::milliseconds timeout = std::chrono::minutes(2));
 
-// Direct children of `parent` whose executable is named `name` (from /proc;
-// the name is cut to the kernel's 15 characters of comm).
+// A running process as /proc/<pid>/stat describes it.
+struct ProcessEntry {
+  pid_t pid = 0;
+  pid_t ppid = 0;
+  std::string comm;        // the kernel's name: at most 15 characters
+  std::string start_time;  // clock ticks after boot: with pid, names the process uniquely
+  std::filesystem::path dir;  // /proc/<pid>
+};
+std::vector<ProcessEntry> ListProcesses();
+
+// Direct children of `parent` whose executable is named `name` (the name is
+// cut to comm's 15 characters).
 std::vector<pid_t> ChildrenNamed(pid_t parent, const std::string& name);
 
 // Plain HTTP/1.0 GET on 127.0.0.1; returns the body or nullopt on failure.

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "support/subprocess.h"
 #include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -48,19 +49,6 @@ struct Proc {
   std::string description;
 };
 
-// comm, state and start time from /proc/<pid>/stat (comm may hold spaces and ')').
-bool ParseStat(const std::string& stat, std::string* comm, char* state, std::string* start_time) {
-  const size_t open = stat.find('('), close = stat.rfind(')');
-  if (open == std::string::npos || close == std::string::npos || close + 2 > stat.size()) return false;
-  *comm = stat.substr(open + 1, close - open - 1);
-  std::istringstream rest(stat.substr(close + 2));
-  std::string field;
-  rest >> *state;
-  for (int i = 4; i <= 22 && rest >> field; ++i)  // field 22 is starttime
-    if (i == 22) *start_time = field;
-  return !start_time->empty();
-}
-
 // This build's suite only: another build's suite running beside it (or a
 // demo) is none of this check's business, and must never be killed by it.
 bool IsSuiteProcess(const fs::path& proc) {
@@ -77,19 +65,14 @@ bool IsSuiteProcess(const fs::path& proc) {
 
 std::vector<Proc> ProjectProcesses() {
   std::vector<Proc> out;
-  const std::string self = std::to_string(::getpid());
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string pid = entry.path().filename().string();
-    if (pid.find_first_not_of("0123456789") != std::string::npos || pid == self) continue;
-    std::string comm, start;
-    char state = '?';
-    if (!ParseStat(ReadFile(entry.path() / "stat"), &comm, &state, &start)) continue;
-    if (!IsSuiteProcess(entry.path())) continue;
-    std::string args = ReadFile(entry.path() / "cmdline");
+  for (const auto& p : longhaul::testing::ListProcesses()) {
+    if (p.pid == ::getpid() || !IsSuiteProcess(p.dir)) continue;
+    std::string args = ReadFile(p.dir / "cmdline");
     for (char& c : args)
       if (c == '\0') c = ' ';
     if (args.size() > 200) args = args.substr(0, 200) + "...";
-    out.push_back({static_cast<pid_t>(std::stoi(pid)), pid + ":" + start, "pid " + pid + " (" + comm + ") " + args});
+    const std::string pid = std::to_string(p.pid);
+    out.push_back({p.pid, pid + ":" + p.start_time, "pid " + pid + " (" + p.comm + ") " + args});
   }
   return out;
 }

@@ -19,6 +19,9 @@ struct GuardOptions {
   Status Validate() const;
 };
 
+// Index of the first NaN or Inf in `v`, or v.size() when every value is finite.
+size_t FirstNonFinite(std::span<const float> v);
+
 class PseudoGradientGuard {
  public:
   explicit PseudoGradientGuard(GuardOptions options);

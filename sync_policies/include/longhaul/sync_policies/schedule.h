@@ -43,6 +43,9 @@ struct ScheduleOptions {
   uint32_t overlap_steps = 0;   // tau (streaming_diloco; tau < H/P)
   double mixing_alpha = 0.5;    // alpha in [0, 1] (streaming_diloco)
   Status Validate() const;
+  // Kind sync: the workers' gradients are averaged across regions every inner
+  // step, between backward and the optimizer step.
+  bool AveragesGradients() const { return kind == "sync"; }
 };
 
 class SyncSchedule {
