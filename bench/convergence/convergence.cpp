@@ -26,9 +26,11 @@
 #include "longhaul/orchestrator/cli.h"
 #include "longhaul/orchestrator/demo.h"
 #include "longhaul/orchestrator/job_spec.h"
+#include "longhaul/proto/wire_enums.h"
 
 using namespace longhaul;
 namespace orch = longhaul::orchestrator;
+using longhaul::sync_policies::SyncKind;
 namespace fs = std::filesystem;
 
 namespace {
@@ -44,15 +46,15 @@ struct Variant {
   std::string group;  // which question the run answers: H, codec, regions, data
   uint32_t regions = 3;
   std::string data = "non-iid";  // iid | non-iid | text
-  std::string kind = "diloco";   // diloco | sync
+  SyncKind kind = SyncKind::kDiLoCo;
   uint32_t h = 50;
   v1::Codec codec = v1::CODEC_INT8_BLOCK;
   double outer_momentum = -1;  // < 0: the run's --outer-momentum
 
   std::string Setting() const { return std::to_string(regions) + " regions, " + data; }
   std::string Policy() const {
-    if (kind == "sync") return "sync fp32 (baseline)";
-    std::string p = "DiLoCo H=" + std::to_string(h) + " " + orch::CodecName(codec);
+    if (kind == SyncKind::kSync) return "sync fp32 (baseline)";
+    std::string p = "DiLoCo H=" + std::to_string(h) + " " + std::string(proto::CodecName(codec));
     if (outer_momentum >= 0) p += " (outer momentum " + Fmt("%.1f", outer_momentum) + ")";
     return p;
   }
@@ -80,37 +82,37 @@ struct Options {
 
 std::vector<Variant> Plan(const Options& o) {
   std::vector<Variant> v;
-  auto add = [&](std::string group, uint32_t regions, std::string data, std::string kind, uint32_t h, v1::Codec c,
+  auto add = [&](std::string group, uint32_t regions, std::string data, SyncKind kind, uint32_t h, v1::Codec c,
                  double outer_momentum = -1) {
-    if (!o.only.empty() && group != o.only && kind != "sync") return;
-    v.push_back({std::move(group), regions, std::move(data), std::move(kind), h, c, outer_momentum});
+    if (!o.only.empty() && group != o.only && kind != SyncKind::kSync) return;
+    v.push_back({std::move(group), regions, std::move(data), kind, h, c, outer_momentum});
   };
   const auto fp32 = v1::CODEC_FP32, int8 = v1::CODEC_INT8_BLOCK;
   // The central setting: 3 regions, non-IID synthetic data.
-  add("H", 3, "non-iid", "sync", 0, fp32);
-  for (uint32_t h : {10u, 50u, 200u}) add("H", 3, "non-iid", "diloco", h, fp32);
-  add("codec", 3, "non-iid", "diloco", 50, int8);
-  add("outer", 3, "non-iid", "diloco", 50, int8, 0.9);  // the DiLoCo paper's outer momentum
-  add("codec", 3, "non-iid", "diloco", 50, v1::CODEC_INT4_BLOCK);
-  add("codec", 3, "non-iid", "diloco", 50, v1::CODEC_FP4_E3M0);
+  add("H", 3, "non-iid", SyncKind::kSync, 0, fp32);
+  for (uint32_t h : {10u, 50u, 200u}) add("H", 3, "non-iid", SyncKind::kDiLoCo, h, fp32);
+  add("codec", 3, "non-iid", SyncKind::kDiLoCo, 50, int8);
+  add("outer", 3, "non-iid", SyncKind::kDiLoCo, 50, int8, 0.9);  // the DiLoCo paper's outer momentum
+  add("codec", 3, "non-iid", SyncKind::kDiLoCo, 50, v1::CODEC_INT4_BLOCK);
+  add("codec", 3, "non-iid", SyncKind::kDiLoCo, 50, v1::CODEC_FP4_E3M0);
   for (uint32_t m : {2u, 4u}) {
-    add("regions", m, "non-iid", "sync", 0, fp32);
-    add("regions", m, "non-iid", "diloco", 50, int8);
+    add("regions", m, "non-iid", SyncKind::kSync, 0, fp32);
+    add("regions", m, "non-iid", SyncKind::kDiLoCo, 50, int8);
   }
   for (const char* data : {"iid", "text"}) {
-    add("data", 3, data, "sync", 0, fp32);
-    add("data", 3, data, "diloco", 50, int8);
+    add("data", 3, data, SyncKind::kSync, 0, fp32);
+    add("data", 3, data, SyncKind::kDiLoCo, 50, int8);
   }
   // A group filter keeps only the baselines its variants need.
   std::vector<Variant> kept;
   for (const auto& x : v) {
-    if (x.kind == "sync" && o.no_baseline) continue;
-    if (x.kind != "sync") {
+    if (x.kind == SyncKind::kSync && o.no_baseline) continue;
+    if (x.kind != SyncKind::kSync) {
       kept.push_back(x);
       continue;
     }
     for (const auto& y : v)
-      if (y.kind != "sync" && y.regions == x.regions && y.data == x.data) {
+      if (y.kind != SyncKind::kSync && y.regions == x.regions && y.data == x.data) {
         kept.push_back(x);
         break;
       }
@@ -129,7 +131,7 @@ v1::JobSpec SpecFor(const Variant& v, const Options& o, const std::vector<orch::
   s.mutable_inner()->set_lr(o.lr);
   s.mutable_inner()->set_warmup_steps(10);
   s.mutable_inner()->set_batch_size(o.batch);
-  if (v.kind != "sync") {
+  if (v.kind != SyncKind::kSync) {
     s.mutable_outer()->set_name(o.outer);
     s.mutable_outer()->set_lr(o.outer_lr);
     s.mutable_outer()->set_momentum(v.outer_momentum >= 0 ? v.outer_momentum : o.outer_momentum);
@@ -140,8 +142,8 @@ v1::JobSpec SpecFor(const Variant& v, const Options& o, const std::vector<orch::
   } else {
     s.mutable_data()->mutable_synthetic()->set_non_iid(v.data == "non-iid");
   }
-  const uint32_t h = v.kind == "sync" ? o.sync_round_steps : v.h;
-  s.mutable_sync()->set_kind(v.kind);
+  const uint32_t h = v.kind == SyncKind::kSync ? o.sync_round_steps : v.h;
+  proto::SetSyncKind(s.mutable_sync(), v.kind);
   s.mutable_sync()->set_inner_steps(h);
   s.set_rounds(std::max(1u, o.total_steps / h));
   s.mutable_compression()->set_codec(v.codec);
@@ -180,7 +182,7 @@ struct Row {
 std::string Table(const std::vector<Row>& rows, const Options& o, bool* target_met) {
   std::map<std::string, const Row*> baseline;
   for (const auto& r : rows)
-    if (r.v.kind == "sync") baseline[r.v.Setting()] = &r;
+    if (r.v.kind == SyncKind::kSync) baseline[r.v.Setting()] = &r;
   std::ostringstream t;
   t << "| setting | policy | rounds | val loss | gap to floor | vs sync | WAN bytes | comm reduction | wall |\n"
     << "|---|---|---|---|---|---|---|---|---|\n";
@@ -199,7 +201,7 @@ std::string Table(const std::vector<Row>& rows, const Options& o, bool* target_m
       << (b && b != &r ? Fmt("%+.2f%%", 100 * gap) : std::string("-")) << " | " << orch::HumanBytes(static_cast<double>(s.wan_bytes()))
       << " | " << (b == &r ? "1x" : b ? Fmt("%.0fx", reduction) : "-") << " | " << orch::HumanSeconds(s.wall_seconds())
       << " |\n";
-    if (r.v.kind == "diloco" && r.v.h == 50 && r.v.codec == v1::CODEC_INT8_BLOCK && r.v.regions == 3 &&
+    if (r.v.kind == SyncKind::kDiLoCo && r.v.h == 50 && r.v.codec == v1::CODEC_INT8_BLOCK && r.v.regions == 3 &&
         r.v.data == "non-iid" && r.v.outer_momentum < 0 && b) {
       target_seen = true;
       // "Within 2%" of the baseline: at most 2% above it (lower is better).

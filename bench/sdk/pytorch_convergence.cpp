@@ -28,23 +28,25 @@
 #include "longhaul/orchestrator/cli.h"
 #include "longhaul/orchestrator/demo.h"
 #include "longhaul/orchestrator/job_spec.h"
+#include "longhaul/proto/wire_enums.h"
 
 using namespace longhaul;
 namespace orch = longhaul::orchestrator;
+using longhaul::sync_policies::SyncKind;
 namespace fs = std::filesystem;
 using bench::Fmt;
 
 namespace {
 
 struct Policy {
-  std::string kind;  // "sync" | "diloco"
+  SyncKind kind = SyncKind::kSync;
   uint32_t h = 0;
   v1::Codec codec = v1::CODEC_FP32;
   double outer_momentum = 0;
   bool show_momentum = false;  // the sweep has more than one outer momentum
   std::string Label() const {
-    if (kind == "sync") return "sync fp32 (baseline)";
-    std::string l = "DiLoCo H=" + std::to_string(h) + " " + orch::CodecName(codec);
+    if (kind == SyncKind::kSync) return "sync fp32 (baseline)";
+    std::string l = "DiLoCo H=" + std::to_string(h) + " " + std::string(proto::CodecName(codec));
     if (show_momentum) l += ", outer momentum " + Fmt("%g", outer_momentum);
     return l;
   }
@@ -73,20 +75,20 @@ struct Options {
 };
 
 Result<std::vector<Policy>> Plan(const Options& o) {
-  std::vector<Policy> p = {{"sync", 0, v1::CODEC_FP32}};
+  std::vector<Policy> p = {{SyncKind::kSync, 0, v1::CODEC_FP32}};
   const bool show = o.outer_momenta.size() > 1;
   for (double m : o.outer_momenta) {
     for (uint32_t h : o.hs) {
       for (const auto& name : o.codecs) {
-        LONGHAUL_ASSIGN_OR_RETURN(v1::Codec c, orch::CodecFromName(name));
-        p.push_back({"diloco", h, c, m, show});
+        LONGHAUL_ASSIGN_OR_RETURN(v1::Codec c, proto::CodecFromName(name));
+        p.push_back({SyncKind::kDiLoCo, h, c, m, show});
       }
       for (uint32_t f : o.fp32_hs)
-        if (f == h) p.push_back({"diloco", h, v1::CODEC_FP32, m, show});
+        if (f == h) p.push_back({SyncKind::kDiLoCo, h, v1::CODEC_FP32, m, show});
     }
   }
   for (const auto& x : p)
-    if (x.kind == "diloco" && o.total_steps % x.h != 0)
+    if (x.kind == SyncKind::kDiLoCo && o.total_steps % x.h != 0)
       return InvalidArgument("--total-steps " + std::to_string(o.total_steps) +
                              " is not a multiple of H=" + std::to_string(x.h));
   return p;
@@ -98,9 +100,9 @@ v1::JobSpec SpecFor(const Policy& p, double lr, const Options& o, const std::vec
   bench::SetRegions(s, regions);
   s.set_seed(1);
   s.set_checkpoint_interval(0);
-  const uint32_t h = p.kind == "sync" ? o.sync_round_steps : p.h;
+  const uint32_t h = p.kind == SyncKind::kSync ? o.sync_round_steps : p.h;
   s.set_rounds(std::max(1u, o.total_steps / h));
-  s.mutable_sync()->set_kind(p.kind);
+  proto::SetSyncKind(s.mutable_sync(), p.kind);
   s.mutable_sync()->set_inner_steps(h);
   s.mutable_compression()->set_codec(p.codec);
   // examples/pytorch/job.yaml's inner AdamW, at the sweep's lr.
@@ -113,7 +115,7 @@ v1::JobSpec SpecFor(const Policy& p, double lr, const Options& o, const std::vec
   in->set_warmup_steps(o.warmup);
   s.mutable_outer()->set_name("nesterov");
   s.mutable_outer()->set_lr(o.outer_lr);
-  s.mutable_outer()->set_momentum(p.kind == "sync" ? o.outer_momenta.front() : p.outer_momentum);
+  s.mutable_outer()->set_momentum(p.kind == SyncKind::kSync ? o.outer_momenta.front() : p.outer_momentum);
   s.mutable_data()->mutable_text_file()->set_path(o.text_file);
   s.mutable_data()->mutable_text_file()->set_validation_fraction(0.05);
   bench::CommandWorkerOptions w;
@@ -149,7 +151,7 @@ std::string Table(const std::vector<Policy>& plan, const std::vector<Run>& runs,
   const auto best = Best(plan, runs);
   const Run* sync = nullptr;
   for (const Run* b : best)
-    if (b->policy.kind == "sync") sync = b;
+    if (b->policy.kind == SyncKind::kSync) sync = b;
   std::ostringstream t;
   t << "| policy | rounds | best inner lr | val loss | val loss at lr";
   for (double lr : o.lrs) t << " " << Fmt("%g", lr);
@@ -207,9 +209,9 @@ void WriteTsv(const std::vector<Run>& runs, const std::vector<Policy>& plan, con
       if (!curve.empty()) curve += ',';
       curve += Fmt("%.4f", c.val_loss);
     }
-    o << r.policy.Label() << "\t" << r.policy.kind << "\t" << (r.policy.kind == "sync" ? 1 : r.policy.h) << "\t"
-      << orch::CodecName(r.policy.codec) << "\t"
-      << (r.policy.kind == "sync" ? std::string("-") : Fmt("%g", r.policy.outer_momentum)) << "\t" << Fmt("%g", r.lr)
+    o << r.policy.Label() << "\t" << sync_policies::SyncKindName(r.policy.kind) << "\t" << (r.policy.kind == SyncKind::kSync ? 1 : r.policy.h) << "\t"
+      << proto::CodecName(r.policy.codec) << "\t"
+      << (r.policy.kind == SyncKind::kSync ? std::string("-") : Fmt("%g", r.policy.outer_momentum)) << "\t" << Fmt("%g", r.lr)
       << "\t" << s.total_rounds() << "\t" << Fmt("%.4f", s.val_loss()) << "\t" << s.wan_bytes() << "\t"
       << Fmt("%.1f", s.wall_seconds()) << "\t" << (is_best ? 1 : 0) << "\t" << curve << "\n";
   }

@@ -19,15 +19,17 @@
 #include "longhaul/orchestrator/cli.h"
 #include "longhaul/orchestrator/demo.h"
 #include "longhaul/orchestrator/job_spec.h"
+#include "longhaul/proto/wire_enums.h"
 
 using namespace longhaul;
 namespace orch = longhaul::orchestrator;
+using longhaul::sync_policies::SyncKind;
 
 namespace {
 
 struct Config {
   std::string label;
-  std::string kind;
+  SyncKind kind;
   uint32_t h = 100;
   uint32_t fragments = 1;
   uint32_t overlap = 0;
@@ -66,7 +68,7 @@ v1::JobSpec SpecFor(const Config& c, const Options& o, const std::vector<orch::L
   s.set_region_count(static_cast<uint32_t>(regions.size()));
   s.set_min_regions(static_cast<uint32_t>(regions.size()));
   s.set_rounds(o.rounds);
-  s.mutable_sync()->set_kind(c.kind);
+  proto::SetSyncKind(s.mutable_sync(), c.kind);
   s.mutable_sync()->set_inner_steps(c.h);
   s.mutable_sync()->set_fragments(c.fragments);
   s.mutable_sync()->set_overlap_steps(c.overlap);
@@ -88,11 +90,11 @@ int main(int argc, char** argv) {
 
   const uint32_t h = o.h;
   const std::vector<Config> configs = {
-      {"local only (baseline: no WAN)", "local", h},
-      {"DiLoCo H=" + std::to_string(h) + " int8", "diloco", h},
-      {"DiLoCo H=" + std::to_string(h / 4) + " int8", "diloco", h / 4},
-      {"Streaming DiLoCo H=" + std::to_string(h) + " P=4 tau=0 int8", "streaming_diloco", h, 4, 0},
-      {"Streaming DiLoCo H=" + std::to_string(h) + " P=4 tau=" + std::to_string(h / 8) + " int8", "streaming_diloco",
+      {"local only (baseline: no WAN)", SyncKind::kLocal, h},
+      {"DiLoCo H=" + std::to_string(h) + " int8", SyncKind::kDiLoCo, h},
+      {"DiLoCo H=" + std::to_string(h / 4) + " int8", SyncKind::kDiLoCo, h / 4},
+      {"Streaming DiLoCo H=" + std::to_string(h) + " P=4 tau=0 int8", SyncKind::kStreamingDiLoCo, h, 4, 0},
+      {"Streaming DiLoCo H=" + std::to_string(h) + " P=4 tau=" + std::to_string(h / 8) + " int8", SyncKind::kStreamingDiLoCo,
        h, 4, h / 8},
   };
   const orch::LocalClusterOptions co = bench::BenchClusterOptions(o.regions, "utilisation", orch::DefaultBinDir(argv[0]));
@@ -116,7 +118,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     const Figures f = Measure(*run);
-    if (c.kind == "local") ceiling = f.end_to_end();
+    if (c.kind == SyncKind::kLocal) ceiling = f.end_to_end();
     std::printf("| %s | %u | %u | %s | %.1f%% | %.1f%% | %.2fx |\n", c.label.c_str(), per.rounds, per.rounds * c.h,
                 orch::HumanSeconds(f.compute).c_str(), 100 * f.in_round(), 100 * f.end_to_end(),
                 ceiling > 0 ? f.end_to_end() / ceiling : 0.0);

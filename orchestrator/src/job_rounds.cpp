@@ -7,6 +7,7 @@
 
 #include "job_runtime.h"
 #include "longhaul/orchestrator/job_spec.h"
+#include "longhaul/proto/wire_enums.h"
 
 namespace longhaul::orchestrator {
 namespace {
@@ -89,7 +90,9 @@ void Orchestrator::StartAttempt(Job& job) {
   a.epoch = job.rec.epoch;
   a.participants = schedule.ring;
   a.joining = ms.joining;
-  a.replicas_identical = job.rec.spec.sync().kind() != "local";
+  // Admission validated the kind; were it unknown, the hashes are compared.
+  const auto kind = proto::SyncKindOf(job.rec.spec.sync());
+  a.replicas_identical = !kind.ok() || sync_policies::Traits(*kind).replicas_identical;
   a.started = clock_.Now();
   a.deadline = a.started + options_.timeouts.round;
   a.predicted_comm_seconds = schedule.predicted_comm_seconds;
@@ -138,7 +141,7 @@ void Orchestrator::HandleRoundReport(const std::string& identity, const v1::Cont
   if (metrics_) {
     const double tps = r.wall_seconds() > 0 ? static_cast<double>(r.tokens()) / r.wall_seconds() : 0;
     metrics_->RegionReport(job.rec.id, r.region(), r.loss(), r.val_loss(), tps);
-    metrics_->WanBytes(job.rec.id, CodecName(job.rec.spec.compression().codec()),
+    metrics_->WanBytes(job.rec.id, std::string(proto::CodecName(job.rec.spec.compression().codec())),
                        static_cast<double>(r.wan_bytes_sent()));
   }
   if (r.comm_seconds() > 0 && r.wan_bytes_sent() > 0)

@@ -4,6 +4,7 @@
 
 #include "job_spec_limits.h"
 #include "longhaul/orchestrator/job_spec.h"
+#include "longhaul/proto/wire_enums.h"
 #include "worker_spec_rules.h"
 
 namespace longhaul::orchestrator {
@@ -69,12 +70,18 @@ Status ValidateOptimizers(const v1::JobSpec& s) {
 
 Status ValidateSync(const v1::JobSpec& s) {
   const auto& sy = s.sync();
-  static const std::set<std::string> kinds = {"diloco", "streaming_diloco", "sync", "local"};
-  if (!kinds.count(sy.kind()))
-    return Bad("sync.kind", "must be one of diloco, streaming_diloco, sync, local", ShortQuote(sy.kind()));
+  auto kind = proto::SyncKindOf(sy);
+  if (!kind.ok()) return Bad("sync.kind", "must be one of " + sync_policies::SyncKindNames(), ShortQuote(sy.kind()));
   if (sy.inner_steps() == 0 || sy.inner_steps() > 1000000)
     return Bad("sync.inner_steps", "must be in 1..1000000", std::to_string(sy.inner_steps()));
-  if (sy.kind() == "streaming_diloco") {
+  if (!sync_policies::Traits(*kind).streams_fragments) {
+    if (sy.fragments() != 1)
+      return Bad("sync.fragments", "must be 1 for " + sy.kind() + " (only streaming_diloco splits the parameters)",
+                 std::to_string(sy.fragments()));
+    if (sy.overlap_steps() != 0)
+      return Bad("sync.overlap_steps", "must be 0 for " + sy.kind() + " (only streaming_diloco overlaps)",
+                 std::to_string(sy.overlap_steps()));
+  } else {
     if (sy.fragments() == 0 || sy.fragments() > sy.inner_steps())
       return Bad("sync.fragments", "must be in 1..inner_steps for streaming_diloco", std::to_string(sy.fragments()));
     if (sy.overlap_steps() >= sy.inner_steps())
@@ -84,10 +91,13 @@ Status ValidateSync(const v1::JobSpec& s) {
   }
   const auto& c = s.compression();
   if (c.codec() == v1::CODEC_UNSPECIFIED) return Bad("compression.codec", "must be set", "nothing");
-  if (c.codec() != v1::CODEC_FP32 && c.codec() != v1::CODEC_BF16 && c.codec() != v1::CODEC_TOPK &&
-      (c.block_size() < 8 || c.block_size() > (1u << 20)))
+  auto codec = proto::CodecFromWire(c.codec());
+  if (!codec.ok())
+    return Bad("compression.codec", "must be one of " + sync_policies::CodecNames(), std::to_string(c.codec()));
+  const sync_policies::CodecTraits& traits = sync_policies::Traits(*codec);
+  if (traits.uses_blocks && (c.block_size() < 8 || c.block_size() > (1u << 20)))
     return Bad("compression.block_size", "must be in 8..1048576", std::to_string(c.block_size()));
-  if (c.codec() == v1::CODEC_TOPK && !(c.topk_fraction() > 0 && c.topk_fraction() <= 1))
+  if (traits.sparse && !(c.topk_fraction() > 0 && c.topk_fraction() <= 1))
     return Bad("compression.topk_fraction", "must be in (0, 1]", Num(c.topk_fraction()));
   return Status::Ok();
 }

@@ -15,6 +15,7 @@
 
 #include "job_spec_limits.h"
 #include "longhaul/proto/job_defaults.h"
+#include "longhaul/proto/wire_enums.h"
 #include "longhaul/orchestrator/job_spec.h"
 #include "worker_spec_rules.h"
 
@@ -274,9 +275,9 @@ Status ParseSync(const YAML::Node& node, std::string_view src, v1::SyncPolicy* o
 Status ParseCompression(const YAML::Node& node, std::string_view src, v1::Compression* o) {
   FieldReader r(node, "compression", src);
   LONGHAUL_RETURN_IF_ERROR(r.Check());
-  std::string codec = CodecName(o->codec());
+  std::string codec(proto::CodecName(o->codec()));
   LONGHAUL_RETURN_IF_ERROR(r.Str("codec", &codec));
-  auto parsed = CodecFromName(codec);
+  auto parsed = proto::CodecFromName(codec);
   if (!parsed.ok()) return r.Error(node["codec"] ? node["codec"] : node, parsed.status().message());
   o->set_codec(*parsed);
   LH_FIELD(r, U32, o, block_size);
@@ -455,29 +456,6 @@ v1::JobSpec DefaultJobSpec() {
   s.set_rounds(10);  // no default in the table: a job says how long it runs
   proto::FillJobDefaults(&s);
   return s;
-}
-
-Result<v1::Codec> CodecFromName(std::string_view name) {
-  if (name == "fp32" || name == "none") return v1::CODEC_FP32;
-  if (name == "bf16") return v1::CODEC_BF16;
-  if (name == "int8") return v1::CODEC_INT8_BLOCK;
-  if (name == "int4") return v1::CODEC_INT4_BLOCK;
-  if (name == "fp4") return v1::CODEC_FP4_E3M0;
-  if (name == "topk") return v1::CODEC_TOPK;
-  return InvalidArgument("field 'compression.codec' must be one of none, fp32, bf16, int8, int4, fp4, topk; got " +
-                         ShortQuote(name));
-}
-
-std::string CodecName(v1::Codec codec) {
-  switch (codec) {
-    case v1::CODEC_FP32: return "fp32";
-    case v1::CODEC_BF16: return "bf16";
-    case v1::CODEC_INT8_BLOCK: return "int8";
-    case v1::CODEC_INT4_BLOCK: return "int4";
-    case v1::CODEC_FP4_E3M0: return "fp4";
-    case v1::CODEC_TOPK: return "topk";
-    default: return "none";
-  }
 }
 
 uint32_t RequiredRegions(const v1::JobSpec& spec) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "longhaul/proto/wire_enums.h"
+
 namespace longhaul::proto {
 
 namespace d = job_defaults;
@@ -38,16 +40,17 @@ void FillOuter(v1::OuterOptimizer* out) {
 }
 
 void FillSync(v1::SyncPolicy* sync) {
-  if (sync->kind().empty()) sync->set_kind(d::kSyncKind);
+  if (sync->kind().empty()) SetSyncKind(sync, d::kSyncKind);
   if (sync->inner_steps() == 0) sync->set_inner_steps(d::kInnerSteps);
   if (sync->fragments() == 0) sync->set_fragments(d::kFragments);
   if (!sync->has_overlap_steps()) sync->set_overlap_steps(d::kOverlapSteps);
   if (!sync->has_mixing_alpha()) sync->set_mixing_alpha(d::kMixingAlpha);
 }
 
-void FillCompression(const std::string& kind, v1::Compression* c) {
-  if (c->codec() == v1::CODEC_UNSPECIFIED)
-    c->set_codec(kind == "sync" || kind == "local" ? d::kCodecSync : d::kCodecOuter);
+void FillCompression(const v1::SyncPolicy& sync, v1::Compression* c) {
+  auto kind = SyncKindOf(sync);  // an unknown kind gets no codec: validation refuses the kind
+  if (c->codec() == v1::CODEC_UNSPECIFIED && kind.ok())
+    c->set_codec(CodecToWire(sync_policies::Traits(*kind).default_codec));
   if (c->block_size() == 0) c->set_block_size(d::kBlockSize);
   if (c->topk_fraction() == 0) c->set_topk_fraction(d::kTopkFraction);
 }
@@ -79,7 +82,7 @@ void FillJobDefaults(v1::JobSpec* spec) {
   FillInner(spec->mutable_inner());
   FillOuter(spec->mutable_outer());
   FillSync(spec->mutable_sync());
-  FillCompression(spec->sync().kind(), spec->mutable_compression());
+  FillCompression(spec->sync(), spec->mutable_compression());
 }
 
 }  // namespace longhaul::proto

@@ -1,6 +1,7 @@
 #include "longhaul/region_agent/job_config.h"
 
 #include "longhaul/common/environment_names.h"
+#include "longhaul/proto/wire_enums.h"
 
 #include <array>
 #include <cctype>
@@ -11,20 +12,6 @@
 
 namespace longhaul::region_agent {
 namespace {
-
-Result<sync_policies::Codec> CodecFromWire(v1::Codec codec) {
-  switch (codec) {
-    case v1::CODEC_UNSPECIFIED:
-      return InvalidArgument("spec.compression.codec is unset (the orchestrator fills every default at admission)");
-    case v1::CODEC_FP32: return sync_policies::Codec::kFp32;
-    case v1::CODEC_BF16: return sync_policies::Codec::kBf16;
-    case v1::CODEC_INT8_BLOCK: return sync_policies::Codec::kInt8Block;
-    case v1::CODEC_INT4_BLOCK: return sync_policies::Codec::kInt4Block;
-    case v1::CODEC_FP4_E3M0: return sync_policies::Codec::kFp4E3M0;
-    case v1::CODEC_TOPK: return sync_policies::Codec::kTopK;
-    default: return InvalidArgument("spec.compression.codec: unknown codec " + std::to_string(static_cast<int>(codec)));
-  }
-}
 
 Status ParseData(const v1::DataSpec& spec, JobConfig& job) {
   if (spec.has_synthetic()) {
@@ -174,7 +161,9 @@ Result<JobConfig> ParseJobAssignment(const v1::JobAssignment& a) {
   // The spec is complete (the orchestrator filled the defaults table at
   // admission): every value is taken as it is, 0 included, and validated.
   const auto& sync = spec.sync();
-  job.schedule.kind = sync.kind();
+  auto kind = proto::SyncKindOf(sync);
+  if (!kind.ok()) return kind.status().WithContext("spec");
+  job.schedule.kind = *kind;
   job.schedule.inner_steps = sync.inner_steps();
   job.schedule.fragments = sync.fragments();
   job.schedule.overlap_steps = sync.overlap_steps();
@@ -188,8 +177,8 @@ Result<JobConfig> ParseJobAssignment(const v1::JobAssignment& a) {
   LONGHAUL_RETURN_IF_ERROR(ParseInner(spec.inner(), job.rounds, job));
   LONGHAUL_RETURN_IF_ERROR(ParseOuter(spec.outer(), job));
 
-  auto codec = CodecFromWire(spec.compression().codec());
-  if (!codec.ok()) return codec.status();
+  auto codec = proto::CodecFromWire(spec.compression().codec());
+  if (!codec.ok()) return codec.status().WithContext("spec");
   job.compression.codec = *codec;
   job.compression.block_size = spec.compression().block_size();
   job.compression.topk_fraction = spec.compression().topk_fraction();

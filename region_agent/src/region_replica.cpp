@@ -43,7 +43,8 @@ Result<std::unique_ptr<RegionReplica>> RegionReplica::Create(ReplicaOptions opti
   std::unique_ptr<RegionReplica> r(new RegionReplica(std::move(options), local, group, inner, std::move(*schedule)));
   for (uint32_t f = 0; f < r->layout_.fragments(); ++f) {
     sync_policies::OuterOptimizerOptions outer = r->options_.outer;
-    if (r->averages_gradients()) outer = {.name = "sgd", .lr = 1.0f, .momentum = 0.0f};
+    // A kind without an outer optimizer takes the plain mean (theta - mean delta).
+    if (!r->schedule_->traits().uses_outer_optimizer) outer = {.name = "sgd", .lr = 1.0f, .momentum = 0.0f};
     auto opt = sync_policies::OuterOptimizer::Create(outer, r->layout_.Piece(f).size());
     if (!opt.ok()) return opt.status();
     r->outer_.push_back(std::move(*opt));
@@ -53,7 +54,7 @@ Result<std::unique_ptr<RegionReplica>> RegionReplica::Create(ReplicaOptions opti
   // The schedule's actions by step, asked once: the per-step call must be cheap
   // (a user's step() between two optimizer steps should cost microseconds).
   r->actions_.resize(r->options_.schedule.inner_steps + 1);
-  if (r->options_.schedule.kind != "local") {
+  if (r->schedule_->traits().needs_link) {
     for (uint32_t st = 1; st <= r->options_.schedule.inner_steps; ++st) r->actions_[st] = r->schedule_->AfterStep(st);
   }
   return r;
@@ -238,8 +239,9 @@ void RegionReplica::DrainInFlight() {
 Status RegionReplica::BeginRound(const RoundInputs& in, sync_policies::CollectiveLink* link) {
   if (round_) AbandonRound();
   if (pending_) Rollback();  // a new START without a verdict: the last round did not commit
-  const std::string kind(schedule_->kind());
-  if (kind != "local" && link == nullptr) return InvalidArgument("round of kind " + kind + " needs a cross-region link");
+  const sync_policies::SyncKindTraits& kind = schedule_->traits();
+  if (kind.needs_link && link == nullptr)
+    return InvalidArgument("round of kind " + std::string(kind.name) + " needs a cross-region link");
   Round r;
   r.start = SteadyClock::now();
   r.inputs = in;
@@ -319,7 +321,7 @@ Result<RoundResult> RegionReplica::EndRound(const ValidationFn& validation) {
     }
   }
   // local: each region keeps its own; sync: every region took the same steps.
-  if (schedule_->kind() == "local" || averages_gradients()) std::copy(local_.begin(), local_.end(), theta_.begin());
+  if (schedule_->traits().theta_is_local) std::copy(local_.begin(), local_.end(), theta_.begin());
   RoundResult result = r.result;
   result.loss = r.step > 0 ? r.loss_sum / r.step : 0.0;
   result.param_hash = ParameterHash(theta_);

@@ -1,52 +1,60 @@
-// Codec names and CompressionOptions validation.
+// The codec table, codec names and CompressionOptions validation.
+#include <array>
 #include <cmath>
 #include <string>
 
 #include "longhaul/sync_policies/compressor.h"
 
 namespace longhaul::sync_policies {
+namespace {
 
-Result<Codec> ParseCodec(std::string_view name) {
-  if (name == "none" || name == "fp32") return Codec::kFp32;
-  if (name == "bf16") return Codec::kBf16;
-  if (name == "int8") return Codec::kInt8Block;
-  if (name == "int4") return Codec::kInt4Block;
-  if (name == "fp4") return Codec::kFp4E3M0;
-  if (name == "topk") return Codec::kTopK;
-  return InvalidArgument("unknown codec '" + std::string(name) +
-                         "' (expected one of none, fp32, bf16, int8, int4, fp4, topk)");
+//                          codec               name    bits  lossy  blocks sparse
+constexpr std::array<CodecTraits, 6> kCodecs = {{
+    {Codec::kFp32, "fp32", 32, false, false, false},
+    {Codec::kBf16, "bf16", 16, true, false, false},
+    {Codec::kInt8Block, "int8", 8, true, true, false},
+    {Codec::kInt4Block, "int4", 4, true, true, false},
+    {Codec::kFp4E3M0, "fp4", 4, true, true, false},
+    {Codec::kTopK, "topk", 32, true, false, true},
+}};
+constexpr std::string_view kFp32Alias = "none";
+
+const CodecTraits* Find(Codec codec) {
+  for (const auto& t : kCodecs)
+    if (t.codec == codec) return &t;
+  return nullptr;
+}
+
+}  // namespace
+
+std::span<const CodecTraits> Codecs() { return kCodecs; }
+
+const CodecTraits& Traits(Codec codec) {
+  const CodecTraits* t = Find(codec);
+  return t != nullptr ? *t : kCodecs[0];  // every enumerator is in the table (codec_test checks)
 }
 
 std::string_view CodecName(Codec codec) {
-  switch (codec) {
-    case Codec::kFp32:
-      return "fp32";
-    case Codec::kBf16:
-      return "bf16";
-    case Codec::kInt8Block:
-      return "int8";
-    case Codec::kInt4Block:
-      return "int4";
-    case Codec::kFp4E3M0:
-      return "fp4";
-    case Codec::kTopK:
-      return "topk";
-  }
-  return "unknown";
+  const CodecTraits* t = Find(codec);
+  return t != nullptr ? t->name : "unknown";
+}
+
+Result<Codec> ParseCodec(std::string_view name) {
+  if (name == kFp32Alias) return Codec::kFp32;
+  for (const auto& t : kCodecs)
+    if (t.name == name) return t.codec;
+  return InvalidArgument("unknown codec '" + std::string(name) + "' (expected one of " + CodecNames() + ")");
+}
+
+std::string CodecNames() {
+  std::string names(kFp32Alias);
+  for (const auto& t : kCodecs) names += ", " + std::string(t.name);
+  return names;
 }
 
 Status CompressionOptions::Validate() const {
-  switch (codec) {
-    case Codec::kFp32:
-    case Codec::kBf16:
-    case Codec::kInt8Block:
-    case Codec::kInt4Block:
-    case Codec::kFp4E3M0:
-    case Codec::kTopK:
-      break;
-    default:
-      return InvalidArgument("compression.codec: unknown value " + std::to_string(static_cast<int>(codec)));
-  }
+  if (Find(codec) == nullptr)
+    return InvalidArgument("compression.codec: unknown value " + std::to_string(static_cast<int>(codec)));
   // The upper bound keeps a block's scratch on the stack-free path and a block's
   // scale meaningful; 1 << 20 floats is far beyond any useful block.
   if (block_size == 0 || block_size > (size_t{1} << 20))

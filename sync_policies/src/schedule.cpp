@@ -8,16 +8,16 @@ namespace longhaul::sync_policies {
 
 Status ScheduleOptions::Validate() const {
   auto bad = [](const std::string& m) { return InvalidArgument("schedule." + m); };
-  if (kind == "sync" || kind == "local") return Status::Ok();
-  if (kind != "diloco" && kind != "streaming_diloco")
-    return bad("kind must be sync, diloco, streaming_diloco or local, got '" + kind + "'");
+  if (!ParseSyncKind(SyncKindName(kind)).ok() || Traits(kind).kind != kind)
+    return bad("kind: unknown value " + std::to_string(static_cast<int>(kind)));
   if (inner_steps == 0) return bad("inner_steps must be > 0, got 0");
-  if (kind == "diloco") {
+  if (!traits().streams_fragments) {
     if (fragments != 1)
-      return bad("fragments must be 1 for diloco, got " + std::to_string(fragments) + " (use streaming_diloco)");
-    if (overlap_steps != 0)
-      return bad("overlap_steps must be 0 for diloco, got " + std::to_string(overlap_steps) +
+      return bad("fragments must be 1 for " + std::string(SyncKindName(kind)) + ", got " + std::to_string(fragments) +
                  " (use streaming_diloco)");
+    if (overlap_steps != 0)
+      return bad("overlap_steps must be 0 for " + std::string(SyncKindName(kind)) + ", got " +
+                 std::to_string(overlap_steps) + " (use streaming_diloco)");
     return Status::Ok();
   }
   if (fragments == 0) return bad("fragments must be > 0, got 0");
@@ -41,20 +41,20 @@ class SynchronousSchedule final : public SyncSchedule {
     if (step == 0) return {};
     return {{SyncAction::kGradientAllReduce, -1}};
   }
-  std::string_view kind() const override { return "sync"; }
+  const SyncKindTraits& traits() const override { return Traits(SyncKind::kSync); }
 };
 
 class LocalSchedule final : public SyncSchedule {
  public:
   std::vector<SyncAction> AfterStep(uint64_t) const override { return {}; }
-  std::string_view kind() const override { return "local"; }
+  const SyncKindTraits& traits() const override { return Traits(SyncKind::kLocal); }
 };
 
 // DiLoCo is streaming DiLoCo with one fragment, no overlap and no mixing.
 class StreamingSchedule final : public SyncSchedule {
  public:
-  StreamingSchedule(std::string_view kind, uint32_t h, uint32_t p, uint32_t tau, double alpha)
-      : kind_(kind), h_(h), p_(p), tau_(tau), alpha_(alpha) {}
+  StreamingSchedule(SyncKind kind, uint32_t h, uint32_t p, uint32_t tau, double alpha)
+      : traits_(Traits(kind)), h_(h), p_(p), tau_(tau), alpha_(alpha) {}
 
   std::vector<SyncAction> AfterStep(uint64_t step) const override {
     std::vector<SyncAction> actions;
@@ -72,7 +72,7 @@ class StreamingSchedule final : public SyncSchedule {
     }
     return actions;
   }
-  std::string_view kind() const override { return kind_; }
+  const SyncKindTraits& traits() const override { return traits_; }
   uint32_t fragments() const override { return p_; }
   double mixing_alpha() const override { return alpha_; }
 
@@ -86,7 +86,7 @@ class StreamingSchedule final : public SyncSchedule {
     return static_cast<int>(slot == 0 ? p_ - 1 : slot - 1);
   }
 
-  std::string kind_;
+  const SyncKindTraits& traits_;
   uint32_t h_, p_, tau_;
   double alpha_;
 };
@@ -95,12 +95,19 @@ class StreamingSchedule final : public SyncSchedule {
 
 Result<std::unique_ptr<SyncSchedule>> SyncSchedule::Create(const ScheduleOptions& options) {
   LONGHAUL_RETURN_IF_ERROR(options.Validate());
-  if (options.kind == "sync") return std::unique_ptr<SyncSchedule>(new SynchronousSchedule());
-  if (options.kind == "local") return std::unique_ptr<SyncSchedule>(new LocalSchedule());
-  if (options.kind == "diloco")
-    return std::unique_ptr<SyncSchedule>(new StreamingSchedule("diloco", options.inner_steps, 1, 0, 0.0));
-  return std::unique_ptr<SyncSchedule>(new StreamingSchedule("streaming_diloco", options.inner_steps, options.fragments,
-                                                             options.overlap_steps, options.mixing_alpha));
+  switch (options.kind) {
+    case SyncKind::kSync:
+      return std::unique_ptr<SyncSchedule>(new SynchronousSchedule());
+    case SyncKind::kLocal:
+      return std::unique_ptr<SyncSchedule>(new LocalSchedule());
+    case SyncKind::kDiLoCo:
+      return std::unique_ptr<SyncSchedule>(new StreamingSchedule(SyncKind::kDiLoCo, options.inner_steps, 1, 0, 0.0));
+    case SyncKind::kStreamingDiLoCo:
+      break;
+  }
+  return std::unique_ptr<SyncSchedule>(new StreamingSchedule(SyncKind::kStreamingDiLoCo, options.inner_steps,
+                                                             options.fragments, options.overlap_steps,
+                                                             options.mixing_alpha));
 }
 
 std::pair<size_t, size_t> FragmentRange(size_t n, uint32_t fragments, uint32_t p) {

@@ -357,5 +357,5 @@ TEST_CASE("region_agent: an unset field has the one table's default; a 0 where 0
   a.mutable_spec()->mutable_compression()->set_codec(longhaul::v1::CODEC_UNSPECIFIED);
   auto unset = lr::AdmitJob(a, "eu", 4);
   REQUIRE_FALSE(unset.ok());
-  CHECK_THAT(unset.status().message(), Catch::Contains("spec.compression.codec is unset"));
+  CHECK_THAT(unset.status().message(), Catch::Contains("compression.codec is unset"));
 }

@@ -31,7 +31,7 @@ struct SimRegion {
   std::unique_ptr<lr::RegionReplica> replica;
   lr::ReplicaOptions options;
 
-  SimRegion(uint32_t index, uint32_t count, const std::string& kind, uint32_t h = 3, uint32_t tau = 0) {
+  SimRegion(uint32_t index, uint32_t count, ls::SyncKind kind, uint32_t h = 3, uint32_t tau = 0) {
     lt::DataOptions d;
     d.seed = 7;
     d.non_iid = true;
@@ -48,7 +48,7 @@ struct SimRegion {
     o.region.insert(0, 1, 'r');
     o.schedule.kind = kind;
     o.schedule.inner_steps = h;
-    if (kind == "streaming_diloco") o.schedule.fragments = 3, o.schedule.mixing_alpha = 0.5;
+    if (kind == ls::SyncKind::kStreamingDiLoCo) o.schedule.fragments = 3, o.schedule.mixing_alpha = 0.5;
     o.schedule.overlap_steps = tau;
     o.compression.codec = ls::Codec::kInt8Block;
     o.collective_timeout = std::chrono::seconds(10);
@@ -101,7 +101,7 @@ std::vector<longhaul::Result<lr::RoundResult>> RunRound(std::vector<std::unique_
 
 TEST_CASE("region_agent: DiLoCo round: every region ends with the same theta and the outer step moved it", "[replica]") {
   std::vector<std::unique_ptr<SimRegion>> regions;
-  for (uint32_t i = 0; i < 3; ++i) regions.push_back(std::make_unique<SimRegion>(i, 3, "diloco"));
+  for (uint32_t i = 0; i < 3; ++i) regions.push_back(std::make_unique<SimRegion>(i, 3, ls::SyncKind::kDiLoCo));
   const std::string theta0 = longhaul::ParameterHash(regions[0]->replica->theta());
   for (uint32_t round = 1; round <= 2; ++round) {
     auto results = RunRound(regions, round);
@@ -119,7 +119,7 @@ TEST_CASE("region_agent: DiLoCo round: every region ends with the same theta and
 
 TEST_CASE("region_agent: An aborted round rolls back to theta(t-1) exactly", "[replica]") {
   std::vector<std::unique_ptr<SimRegion>> regions;
-  for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, "diloco"));
+  for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, ls::SyncKind::kDiLoCo));
   auto first = RunRound(regions, 1);
   REQUIRE(first[0].ok());
   for (auto& r : regions) r->replica->Commit();
@@ -138,7 +138,7 @@ TEST_CASE("region_agent: An aborted round rolls back to theta(t-1) exactly", "[r
 
 TEST_CASE("region_agent: A region whose peer dies fails the round and keeps theta(t-1)", "[replica]") {
   std::vector<std::unique_ptr<SimRegion>> regions;
-  for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, "diloco", 2));
+  for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, ls::SyncKind::kDiLoCo, 2));
   const std::string theta0 = longhaul::ParameterHash(regions[0]->replica->theta());
   ls::InProcessGroup wan(2);
   wan.Kill(1);
@@ -151,7 +151,7 @@ TEST_CASE("region_agent: A region whose peer dies fails the round and keeps thet
 }
 
 TEST_CASE("region_agent: Sync and streaming kinds keep replicas identical too", "[replica]") {
-  for (const std::string kind : {"sync", "streaming_diloco"}) {
+  for (const ls::SyncKind kind : {ls::SyncKind::kSync, ls::SyncKind::kStreamingDiLoCo}) {
     std::vector<std::unique_ptr<SimRegion>> regions;
     for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, kind));
     auto results = RunRound(regions, 1);
@@ -166,7 +166,7 @@ TEST_CASE("region_agent: kind sync is data parallelism: 3 regions of batch 8 ste
   constexpr int kSteps = 50, kBatch = 8;
   std::vector<std::unique_ptr<SimRegion>> regions;
   for (uint32_t i = 0; i < 3; ++i) {
-    regions.push_back(std::make_unique<SimRegion>(i, 3, "sync", /*h=*/1));
+    regions.push_back(std::make_unique<SimRegion>(i, 3, ls::SyncKind::kSync, /*h=*/1));
     regions.back()->options.compression.codec = ls::Codec::kFp32;  // no codec asked for: fp32
     regions.back()->Rebuild();
   }
@@ -210,7 +210,7 @@ TEST_CASE("region_agent: kind sync is data parallelism: 3 regions of batch 8 ste
 TEST_CASE("region_agent: a sync step whose gradients were not averaged fails the round, naming the call",
           "[replica][sync]") {
   std::vector<std::unique_ptr<SimRegion>> regions;
-  for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, "sync", 2));
+  for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, ls::SyncKind::kSync, 2));
   const std::string theta0 = longhaul::ParameterHash(regions[0]->replica->theta());
   ls::InProcessGroup wan(1);
   lr::RoundInputs in;
@@ -230,14 +230,14 @@ TEST_CASE("region_agent: a sync step whose gradients were not averaged fails the
 TEST_CASE("region_agent: a region joining a sync job receives AdamW's moments and steps in lockstep",
           "[replica][sync]") {
   std::vector<std::unique_ptr<SimRegion>> regions;
-  for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, "sync", 2));
+  for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, ls::SyncKind::kSync, 2));
   for (uint32_t round = 1; round <= 2; ++round) {
     auto results = RunRound(regions, round);
     REQUIRE(results[0].ok());
     for (auto& r : regions) r->replica->Commit();
   }
   // Region 1 restarts: fresh parameters and zero moments; it joins round 3.
-  regions[1] = std::make_unique<SimRegion>(1, 2, "sync", 2);
+  regions[1] = std::make_unique<SimRegion>(1, 2, ls::SyncKind::kSync, 2);
   regions[1]->trainer->model().InitParams(999);
   regions[1]->Rebuild();
   lr::RoundInputs in;
@@ -263,7 +263,7 @@ TEST_CASE("region_agent: Streaming DiLoCo with overlap trains while fragments ar
   // inner step later; fragment 2 is sent at step 6 and applied at the round's end.
   auto run = [](uint32_t tau) {
     std::vector<std::unique_ptr<SimRegion>> regions;
-    for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, "streaming_diloco", 6, tau));
+    for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, ls::SyncKind::kStreamingDiLoCo, 6, tau));
     std::string hash;
     for (uint32_t round = 1; round <= 2; ++round) {
       auto results = RunRound(regions, round);
@@ -282,12 +282,12 @@ TEST_CASE("region_agent: Streaming DiLoCo with overlap trains while fragments ar
 
 TEST_CASE("region_agent: A joining region receives theta and outer state from the bootstrap region", "[replica]") {
   std::vector<std::unique_ptr<SimRegion>> regions;
-  for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, "diloco", 2));
+  for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, ls::SyncKind::kDiLoCo, 2));
   auto r1 = RunRound(regions, 1);
   REQUIRE(r1[0].ok());
   for (auto& r : regions) r->replica->Commit();
   // Region 1 "restarts" with fresh state (a different seed) and joins round 2.
-  regions[1] = std::make_unique<SimRegion>(1, 2, "diloco", 2);
+  regions[1] = std::make_unique<SimRegion>(1, 2, ls::SyncKind::kDiLoCo, 2);
   regions[1]->trainer->model().InitParams(999);
   regions[1]->Rebuild();
   lr::RoundInputs in;
@@ -306,7 +306,7 @@ TEST_CASE("region_agent: A checkpoint restores theta and the outer state", "[rep
   const longhaul::testing::TempDir tmp("replica-ckpt");
   const auto& dir = tmp.path();
   std::vector<std::unique_ptr<SimRegion>> regions;
-  for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, "diloco", 2));
+  for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, ls::SyncKind::kDiLoCo, 2));
   REQUIRE(RunRound(regions, 1)[0].ok());
   for (auto& r : regions) r->replica->Commit();
   const auto path = dir / "round-1.safetensors";
@@ -315,7 +315,7 @@ TEST_CASE("region_agent: A checkpoint restores theta and the outer state", "[rep
   // Restored into fresh replicas, the next round matches the uninterrupted one.
   std::vector<std::unique_ptr<SimRegion>> restored;
   for (uint32_t i = 0; i < 2; ++i) {
-    restored.push_back(std::make_unique<SimRegion>(i, 2, "diloco", 2));
+    restored.push_back(std::make_unique<SimRegion>(i, 2, ls::SyncKind::kDiLoCo, 2));
     auto round = restored.back()->replica->RestoreCheckpoint(path);
     REQUIRE(round.ok());
     CHECK(*round == 1);

@@ -16,19 +16,20 @@ using A = SyncAction;
 }  // namespace
 
 TEST_CASE("Fully synchronous schedule all-reduces gradients every step", "[schedule]") {
-  auto s = Make({.kind = "sync"});
-  CHECK(s->kind() == "sync");
+  auto s = Make({.kind = SyncKind::kSync});
+  CHECK(s->kind() == SyncKind::kSync);
+  CHECK(s->traits().averages_gradients);
   for (uint64_t step = 1; step <= 5; ++step) CHECK(s->AfterStep(step) == std::vector<A>{{A::kGradientAllReduce, -1}});
   CHECK(s->AfterStep(0).empty());
 }
 
 TEST_CASE("Local schedule never synchronises", "[schedule]") {
-  auto s = Make({.kind = "local"});
+  auto s = Make({.kind = SyncKind::kLocal});
   for (uint64_t step = 0; step <= 1000; step += 7) CHECK(s->AfterStep(step).empty());
 }
 
 TEST_CASE("DiLoCo syncs and applies the whole vector every H steps", "[schedule]") {
-  auto s = Make({.kind = "diloco", .inner_steps = 4});
+  auto s = Make({.kind = SyncKind::kDiLoCo, .inner_steps = 4});
   CHECK(s->fragments() == 1);
   CHECK(s->mixing_alpha() == 0.0);
   for (uint64_t step = 1; step <= 12; ++step) {
@@ -42,7 +43,7 @@ TEST_CASE("DiLoCo syncs and applies the whole vector every H steps", "[schedule]
 
 TEST_CASE("Streaming DiLoCo staggers fragments and applies each tau steps after sending", "[schedule]") {
   auto s =
-      Make({.kind = "streaming_diloco", .inner_steps = 12, .fragments = 3, .overlap_steps = 2, .mixing_alpha = 0.25});
+      Make({.kind = SyncKind::kStreamingDiLoCo, .inner_steps = 12, .fragments = 3, .overlap_steps = 2, .mixing_alpha = 0.25});
   CHECK(s->fragments() == 3);
   CHECK(s->mixing_alpha() == 0.25);
   std::vector<std::pair<uint64_t, A>> seen;
@@ -54,7 +55,7 @@ TEST_CASE("Streaming DiLoCo staggers fragments and applies each tau steps after 
       {20, {A::kOuterSync, 1}}, {22, {A::kApplyFragment, 1}}, {24, {A::kOuterSync, 2}}, {26, {A::kApplyFragment, 2}}};
   CHECK(seen == expected);
   // Each fragment is synced once every H steps.
-  auto once = Make({.kind = "streaming_diloco", .inner_steps = 8, .fragments = 4, .overlap_steps = 0});
+  auto once = Make({.kind = SyncKind::kStreamingDiLoCo, .inner_steps = 8, .fragments = 4, .overlap_steps = 0});
   int syncs[4] = {0, 0, 0, 0};
   for (uint64_t step = 1; step <= 80; ++step)
     for (const A& a : once->AfterStep(step))
@@ -66,17 +67,18 @@ TEST_CASE("Streaming DiLoCo staggers fragments and applies each tau steps after 
 TEST_CASE("Schedule options are validated with the field and value named", "[schedule]") {
   CHECK(ScheduleOptions{}.Validate().ok());
   auto msg = [](const ScheduleOptions& o) { return o.Validate().message(); };
-  CHECK(msg({.kind = "gossip"}).find("'gossip'") != std::string::npos);
-  CHECK(msg({.kind = "diloco", .inner_steps = 0}).find("inner_steps") != std::string::npos);
-  CHECK(msg({.kind = "diloco", .fragments = 2}).find("streaming_diloco") != std::string::npos);
-  CHECK(msg({.kind = "streaming_diloco", .inner_steps = 10, .fragments = 3}).find("must divide inner_steps") !=
+  CHECK(msg({.kind = static_cast<SyncKind>(99)}).find("kind: unknown value 99") != std::string::npos);
+  CHECK(msg({.kind = SyncKind::kDiLoCo, .inner_steps = 0}).find("inner_steps") != std::string::npos);
+  CHECK(msg({.kind = SyncKind::kDiLoCo, .fragments = 2}).find("streaming_diloco") != std::string::npos);
+  CHECK(msg({.kind = SyncKind::kSync, .fragments = 2}).find("fragments must be 1 for sync") != std::string::npos);
+  CHECK(msg({.kind = SyncKind::kStreamingDiLoCo, .inner_steps = 10, .fragments = 3}).find("must divide inner_steps") !=
         std::string::npos);
-  CHECK(msg({.kind = "streaming_diloco", .inner_steps = 12, .fragments = 3, .overlap_steps = 4})
+  CHECK(msg({.kind = SyncKind::kStreamingDiLoCo, .inner_steps = 12, .fragments = 3, .overlap_steps = 4})
             .find("overlap_steps must be < inner_steps / fragments = 4, got 4") != std::string::npos);
   CHECK(
-      msg({.kind = "streaming_diloco", .inner_steps = 12, .fragments = 3, .mixing_alpha = 1.5}).find("mixing_alpha") !=
+      msg({.kind = SyncKind::kStreamingDiLoCo, .inner_steps = 12, .fragments = 3, .mixing_alpha = 1.5}).find("mixing_alpha") !=
       std::string::npos);
-  CHECK_FALSE(SyncSchedule::Create({.kind = "streaming_diloco", .fragments = 0}).ok());
+  CHECK_FALSE(SyncSchedule::Create({.kind = SyncKind::kStreamingDiLoCo, .fragments = 0}).ok());
 }
 
 TEST_CASE("Fragments tile the vector contiguously with sizes differing by at most one", "[schedule]") {

@@ -13,6 +13,7 @@
 #include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/orchestrator/job_state.h"
 #include "longhaul/orchestrator/local_cluster.h"
+#include "longhaul/proto/wire_enums.h"
 
 namespace longhaul::orchestrator {
 namespace {
@@ -70,7 +71,7 @@ Result<v1::JobSpec> DemoJob(const DemoOptions& o, bool sync_baseline) {
   if (sync_baseline) {
     // Gradients averaged across regions every step: the same number of steps,
     // uncompressed, the way data-parallel training would run over the WAN.
-    s.mutable_sync()->set_kind("sync");
+    proto::SetSyncKind(s.mutable_sync(), sync_policies::SyncKind::kSync);
     s.mutable_compression()->set_codec(v1::CODEC_FP32);
   }
   return s;
@@ -103,7 +104,7 @@ class Demo {
       if (!r.ok()) return Fail(r.status(), cluster_->log_dir().string());
       results.push_back({sync ? "fully synchronous (fp32)"
                               : "DiLoCo H=" + std::to_string(spec->sync().inner_steps()) + " " +
-                                    CodecName(spec->compression().codec()),
+                                    std::string(proto::CodecName(spec->compression().codec())),
                          *r});
     }
     PrintTable(results);

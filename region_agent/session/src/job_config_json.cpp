@@ -18,7 +18,7 @@ std::string JobConfigJson(const region_agent::JobConfig& c, const SessionOptions
   j["rounds"] = c.rounds;
   j["seed"] = c.seed;
   j["checkpoint_interval"] = c.checkpoint_interval;
-  j["sync"] = {{"kind", c.schedule.kind},
+  j["sync"] = {{"kind", std::string(sync_policies::SyncKindName(c.schedule.kind))},
                {"inner_steps", c.schedule.inner_steps},
                {"fragments", c.schedule.fragments},
                {"overlap_steps", c.schedule.overlap_steps},

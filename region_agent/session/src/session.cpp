@@ -193,9 +193,9 @@ Status Session::BeginRound(const v1::RoundCommand& cmd, bool* joined) {
     return InvalidArgument("joining regions listed but bootstrap region '" + cmd.bootstrap_region() +
                            "' is not a participant");
   }
-  const bool local = config_.schedule.kind == "local";
+  const bool needs_link = config_.schedule.traits().needs_link;
   std::unique_ptr<sync_policies::CollectiveLink> link;
-  if (!local && peers.size() > 1) {
+  if (needs_link && peers.size() > 1) {
     // The scheduler sized the parallel connections from the measured link.
     auto group = wan_->Join(peers, my_rank, cmd.round(), cmd.epoch(), static_cast<int>(cmd.connections_per_link()),
                             DeadlineAfter(options_.collective_timeout));
@@ -206,7 +206,7 @@ Status Session::BeginRound(const v1::RoundCommand& cmd, bool* joined) {
   // collective returns, and peers still need them. It is replaced here.
   round_link_ = std::move(link);
   sync_policies::CollectiveLink* l = round_link_.get();
-  if (l == nullptr && !local) {
+  if (l == nullptr && needs_link) {
     // A single participant still runs the machinery: a one-member group.
     if (!solo_) solo_ = std::make_unique<sync_policies::InProcessGroup>(1);
     l = &solo_->link(0);

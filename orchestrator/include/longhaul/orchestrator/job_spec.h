@@ -38,8 +38,4 @@ Status ValidateJobSpec(const v1::JobSpec& spec);
 // Number of regions a job needs to start (explicit list length or region_count).
 uint32_t RequiredRegions(const v1::JobSpec& spec);
 
-// Codec names as written in YAML ("int8") and back.
-Result<v1::Codec> CodecFromName(std::string_view name);
-std::string CodecName(v1::Codec codec);
-
 }  // namespace longhaul::orchestrator

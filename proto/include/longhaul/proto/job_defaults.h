@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "longhaul/sync_policies/sync_kind.h"
 #include "longhaul/v1/control.pb.h"
 
 namespace longhaul::proto::job_defaults {
@@ -43,16 +44,15 @@ inline constexpr double kOuterLr = 0.7;
 inline constexpr double kOuterMomentum = 0.9;
 
 // Synchronisation.
-inline constexpr char kSyncKind[] = "diloco";
+inline constexpr sync_policies::SyncKind kSyncKind = sync_policies::SyncKind::kDiLoCo;
 inline constexpr uint32_t kInnerSteps = 20;  // H
 inline constexpr uint32_t kFragments = 1;
 inline constexpr uint32_t kOverlapSteps = 0;
 inline constexpr double kMixingAlpha = 0.5;
 
-// Compression: int8 for DiLoCo's pseudo-gradients; none (fp32) for `sync`
-// (its baseline is plain data parallelism) and `local` (nothing is sent).
-inline constexpr v1::Codec kCodecOuter = v1::CODEC_INT8_BLOCK;
-inline constexpr v1::Codec kCodecSync = v1::CODEC_FP32;
+// Compression: the codec is the sync kind's default (sync_kind.h's table: int8
+// for DiLoCo's pseudo-gradients, fp32 for `sync`, whose baseline is plain data
+// parallelism, and for `local`, which sends nothing).
 inline constexpr uint32_t kBlockSize = 256;
 inline constexpr double kTopkFraction = 0.01;
 

@@ -135,7 +135,7 @@ class RegionReplica {
   // rest. A no-op for every other kind. On failure the round cannot commit:
   // AfterInnerStep is not to be called; end it with AbandonRound().
   Status AllReduceGradients(std::span<float> grad);
-  bool averages_gradients() const { return options_.schedule.AveragesGradients(); }
+  bool averages_gradients() const { return schedule_->traits().averages_gradients; }
   Result<RoundResult> EndRound(const ValidationFn& validation = {});
   // Ends the current round without a result (restores the round's start).
   void AbandonRound();

@@ -25,15 +25,9 @@
 #include <vector>
 
 #include "longhaul/common/status.h"
+#include "longhaul/sync_policies/codec.h"
 
 namespace longhaul::sync_policies {
-
-enum class Codec { kFp32, kBf16, kInt8Block, kInt4Block, kFp4E3M0, kTopK };
-
-// Accepts "none"/"fp32", "bf16", "int8", "int4", "fp4", "topk".
-Result<Codec> ParseCodec(std::string_view name);
-// The canonical name: "fp32", "bf16", "int8", "int4", "fp4", "topk".
-std::string_view CodecName(Codec codec);
 
 struct CompressionOptions {
   Codec codec = Codec::kInt8Block;

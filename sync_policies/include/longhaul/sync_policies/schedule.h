@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "longhaul/common/status.h"
+#include "longhaul/sync_policies/sync_kind.h"
 
 namespace longhaul::sync_policies {
 
@@ -37,15 +38,13 @@ struct SyncAction {
 };
 
 struct ScheduleOptions {
-  std::string kind = "diloco";  // "sync", "diloco", "streaming_diloco", "local"
+  SyncKind kind = SyncKind::kDiLoCo;
   uint32_t inner_steps = 50;    // H
   uint32_t fragments = 1;       // P (streaming_diloco; must divide H)
   uint32_t overlap_steps = 0;   // tau (streaming_diloco; tau < H/P)
   double mixing_alpha = 0.5;    // alpha in [0, 1] (streaming_diloco)
   Status Validate() const;
-  // Kind sync: the workers' gradients are averaged across regions every inner
-  // step, between backward and the optimizer step.
-  bool AveragesGradients() const { return kind == "sync"; }
+  const SyncKindTraits& traits() const { return Traits(kind); }
 };
 
 class SyncSchedule {
@@ -54,7 +53,9 @@ class SyncSchedule {
   static Result<std::unique_ptr<SyncSchedule>> Create(const ScheduleOptions& options);
 
   virtual std::vector<SyncAction> AfterStep(uint64_t step) const = 0;
-  virtual std::string_view kind() const = 0;
+  // What sets the schedule's kind apart (the sync-kind table's row).
+  virtual const SyncKindTraits& traits() const = 0;
+  SyncKind kind() const { return traits().kind; }
   // Number of fragments the parameter vector is split into (1 unless streaming).
   virtual uint32_t fragments() const { return 1; }
   // Weight of the local fragment when mixing (0: take the global one as is).

@@ -86,7 +86,7 @@ class Session {
   Status SyncGradients(std::span<float> grad);
   // Whether SyncGradients does anything (kind sync): clients may skip
   // gathering their gradients into one buffer otherwise.
-  bool syncs_gradients() const { return config_.schedule.AveragesGradients(); }
+  bool syncs_gradients() const { return config_.schedule.traits().averages_gradients; }
   // After every inner step. Blocks only at sync points and round ends.
   Result<StepEvent> Step(float loss, uint64_t tokens);
   // The inner step itself failed (e.g. the intra-region all-reduce): the

@@ -1,0 +1,25 @@
+// Between the wire's sync kinds and codecs (JobSpec.sync.kind, v1::Codec) and
+// the enums sync_policies works with (sync_kind.h, codec.h: the tables).
+#pragma once
+
+#include <string_view>
+
+#include "longhaul/common/status.h"
+#include "longhaul/sync_policies/codec.h"
+#include "longhaul/sync_policies/sync_kind.h"
+#include "longhaul/v1/control.pb.h"
+
+namespace longhaul::proto {
+
+v1::Codec CodecToWire(sync_policies::Codec codec);
+// kInvalidArgument naming compression.codec for UNSPECIFIED or an unknown value.
+Result<sync_policies::Codec> CodecFromWire(v1::Codec codec);
+// The job spec's spelling ("int8"; "none" for UNSPECIFIED) and back.
+std::string_view CodecName(v1::Codec codec);
+Result<v1::Codec> CodecFromName(std::string_view name);
+
+// kInvalidArgument naming sync.kind and the accepted kinds.
+Result<sync_policies::SyncKind> SyncKindOf(const v1::SyncPolicy& sync);
+void SetSyncKind(v1::SyncPolicy* sync, sync_policies::SyncKind kind);
+
+}  // namespace longhaul::proto

@@ -1,0 +1,56 @@
+#include "longhaul/proto/wire_enums.h"
+
+#include <array>
+#include <string>
+#include <utility>
+
+namespace longhaul::proto {
+namespace {
+
+namespace sp = sync_policies;
+
+constexpr std::array<std::pair<sp::Codec, v1::Codec>, 6> kWireCodecs = {{
+    {sp::Codec::kFp32, v1::CODEC_FP32},
+    {sp::Codec::kBf16, v1::CODEC_BF16},
+    {sp::Codec::kInt8Block, v1::CODEC_INT8_BLOCK},
+    {sp::Codec::kInt4Block, v1::CODEC_INT4_BLOCK},
+    {sp::Codec::kFp4E3M0, v1::CODEC_FP4_E3M0},
+    {sp::Codec::kTopK, v1::CODEC_TOPK},
+}};
+
+}  // namespace
+
+v1::Codec CodecToWire(sp::Codec codec) {
+  for (const auto& [mine, wire] : kWireCodecs)
+    if (mine == codec) return wire;
+  return v1::CODEC_UNSPECIFIED;
+}
+
+Result<sp::Codec> CodecFromWire(v1::Codec codec) {
+  if (codec == v1::CODEC_UNSPECIFIED)
+    return InvalidArgument("compression.codec is unset (the orchestrator fills every default at admission)");
+  for (const auto& [mine, wire] : kWireCodecs)
+    if (wire == codec) return mine;
+  return InvalidArgument("compression.codec: unknown codec " + std::to_string(static_cast<int>(codec)));
+}
+
+std::string_view CodecName(v1::Codec codec) {
+  auto mine = CodecFromWire(codec);
+  return mine.ok() ? sp::CodecName(*mine) : std::string_view("none");
+}
+
+Result<v1::Codec> CodecFromName(std::string_view name) {
+  auto mine = sp::ParseCodec(name);
+  if (!mine.ok()) return mine.status().WithContext("compression.codec");
+  return CodecToWire(*mine);
+}
+
+Result<sp::SyncKind> SyncKindOf(const v1::SyncPolicy& sync) {
+  auto kind = sp::ParseSyncKind(sync.kind());
+  if (!kind.ok()) return kind.status().WithContext("sync.kind");
+  return *kind;
+}
+
+void SetSyncKind(v1::SyncPolicy* sync, sp::SyncKind kind) { sync->set_kind(std::string(sp::SyncKindName(kind))); }
+
+}  // namespace longhaul::proto
