@@ -280,6 +280,7 @@ void Orchestrator::FinishJob(Job& job, JobState state, const std::string& reason
     c->set_epoch(job.rec.epoch);
     c->set_round(job.rec.last_committed_round);
     c->set_reason(std::string(JobStateName(state)) + ": " + reason);
+    c->set_job_completed(state == JobState::kSucceeded);
     SendToRegion(m.region, std::move(stop));
     registry_.NoteJobEnded(m.region, job.rec.id);
   }

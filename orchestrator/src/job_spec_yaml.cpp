@@ -362,6 +362,7 @@ Status ParseBuiltinWorker(const YAML::Node& node, FieldReader& r, v1::BuiltinWor
 Status ParseWorker(const YAML::Node& node, std::string_view src, v1::WorkerSpec* w) {
   FieldReader r(node, "worker", src);
   LONGHAUL_RETURN_IF_ERROR(r.Check());
+  LH_FIELD(r, U32, w, exit_grace_s);
   if (node["command"]) return ParseCommandWorker(node, src, r, w->mutable_command());
   return ParseBuiltinWorker(node, r, w->mutable_builtin());
 }

@@ -80,6 +80,9 @@ Status CheckBuiltinDims(const v1::BuiltinWorker& b) {
 }
 
 Status CheckWorker(const v1::JobSpec& spec) {
+  if (spec.worker().exit_grace_s() > kMaxExitGraceS)
+    return Bad("worker.exit_grace_s", "must be at most " + std::to_string(kMaxExitGraceS) + " (an hour), got " +
+                                          std::to_string(spec.worker().exit_grace_s()));
   if (IsCommandWorker(spec)) {
     if (!spec.model_preset().empty())
       return Bad("model_preset",

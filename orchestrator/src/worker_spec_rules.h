@@ -28,8 +28,10 @@ Status CheckPreset(const char* field, std::string_view preset);
 Status CheckBuiltinDim(std::string_view name, uint32_t value);  // name: context | embed | hidden | layers
 Status CheckBuiltinDims(const v1::BuiltinWorker& b);
 
-// The whole section (argv, env and working_dir, or preset and dimensions) and
-// its agreement with JobSpec.model_preset.
+inline constexpr uint32_t kMaxExitGraceS = 3600;
+
+// The whole section (argv, env and working_dir, or preset and dimensions, and
+// exit_grace_s) and its agreement with JobSpec.model_preset.
 Status CheckWorker(const v1::JobSpec& spec);
 
 // True when the job runs the user's program rather than the built-in trainer.

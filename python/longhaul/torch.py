@@ -23,11 +23,20 @@ the WAN and returns what happened:
                  committed parameters and the same round runs again
   "resynced"     this region rejoined and received the global parameters and outer
                  state from a live one (reset schedules from `job_step`)
-  "finished"     the job is over
+  "finished"     the job is over: after its last round committed the model holds
+                 the final parameters (after a stop, the last committed ones). The
+                 script's code after the loop (a final evaluation, torch.save) runs:
+                 the agent waits worker.exit_grace_s (default 60) for the process
+                 to exit before it sends SIGTERM.
 
 The parameters are carried without copies: DiLoCo makes every parameter a view of
 one flat float32 tensor that the worker library reads and writes in place. They
-must be float32 on the CPU. The inner optimizer's own state (AdamW moments) is
+must be float32 on the CPU. The model's float32 buffers (BatchNorm's running mean
+and variance) follow the parameters in that tensor: they take no outer step, and
+at every round's end (every kind but local) they are averaged over all workers
+of all regions, so every replica holds the same statistics and the parameter
+hash covers them. Buffers of other types (BatchNorm's num_batches_tracked
+counter) are not carried; every region counts the same steps. The inner optimizer's own state (AdamW moments) is
 not rolled back with the parameters. Several workers per region: the agent sets
 torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), so
 torch.distributed.init_process_group("gloo") works; average the gradients inside
@@ -59,6 +68,25 @@ def flatten_parameters(model):
     The values are unchanged; optimizers created before or after keep working
     (the Parameter objects stay the same, only their storage moves).
     """
+    flat, tensors, _ = _flatten(model, with_buffers=False)
+    return flat, tensors
+
+
+def _carried_buffers(model):
+    """The model's float32 buffers, (name, tensor), in named_buffers() order."""
+    carried = []
+    for name, b in model.named_buffers():
+        if b.dtype != torch.float32:
+            continue  # counters (BatchNorm's num_batches_tracked): not averaged
+        if b.device.type != "cpu":
+            raise TypeError(f"buffer '{name}' is on {b.device}; longhaul.torch needs CPU tensors for now")
+        carried.append((name, b))
+    return carried
+
+
+def _flatten(model, with_buffers):
+    """flatten_parameters, then (with_buffers) the float32 buffers after the
+    parameters. Returns (flat, tensors, buffer_floats)."""
     named = list(model.named_parameters())
     if not named:
         raise ValueError("the model has no parameters")
@@ -67,19 +95,20 @@ def flatten_parameters(model):
             raise TypeError(f"parameter '{name}' is {p.dtype}; longhaul carries float32 parameters")
         if p.device.type != "cpu":
             raise TypeError(f"parameter '{name}' is on {p.device}; longhaul.torch needs CPU parameters for now")
-    total = sum(p.numel() for _, p in named)
+    buffers = _carried_buffers(model) if with_buffers else []
+    total = sum(t.numel() for _, t in named + buffers)
     flat = torch.empty(total, dtype=torch.float32)
     tensors = []
     offset = 0
     with torch.no_grad():
-        for name, p in named:
-            n = p.numel()
+        for name, t in named + buffers:
+            n = t.numel()
             view = flat[offset:offset + n]
-            view.copy_(p.detach().reshape(-1))
-            p.data = view.view(p.shape)
-            tensors.append((name, list(p.shape), offset, n))
+            view.copy_(t.detach().reshape(-1))
+            t.data = view.view(t.shape)  # the same Parameter or buffer object, its storage in flat
+            tensors.append((name, list(t.shape), offset, n))
             offset += n
-    return flat, tensors
+    return flat, tensors, sum(b.numel() for _, b in buffers)
 
 
 class DiLoCo:
@@ -93,12 +122,13 @@ class DiLoCo:
 
     def __init__(self, model, eval_fn=None):
         self._model = model
-        self._flat, self._tensors = flatten_parameters(model)
+        self._flat, self._tensors, self._buffer_floats = _flatten(model, with_buffers=True)
         self._params = [p for _, p in model.named_parameters()]
-        self._first = next(iter(model.parameters()))
+        # One parameter and (if any) one buffer: moving the model breaks the aliasing of both.
+        self._aliased = [next(iter(model.parameters()))] + [b for _, b in _carried_buffers(model)][:1]
         self._session = _native.Session()
         self.config = from_json(self._session.config_json)
-        self._session.start(self._flat.data_ptr(), self._flat.numel(), self._tensors, eval_fn)
+        self._session.start(self._flat.data_ptr(), self._flat.numel(), self._tensors, self._buffer_floats, eval_fn)
         self.resynced = self._session.resynced_at_start
         self.last_event = RESYNCED if self.resynced else NONE
 
@@ -129,7 +159,7 @@ class DiLoCo:
         if not self._session.syncs_gradients:
             return True
         params = self._params
-        flat = torch.empty(self._flat.numel(), dtype=torch.float32)
+        flat = torch.empty(self._flat.numel(), dtype=torch.float32)  # buffers' entries: zeroed by the session
         for p, (_, _, offset, n) in zip(params, self._tensors):
             if p.grad is None:
                 flat[offset:offset + n].zero_()  # an unused parameter: a zero gradient here
@@ -151,9 +181,13 @@ class DiLoCo:
         return self._session.fail_round(str(why))
 
     def _check_aliasing(self):
-        if self._first.data_ptr() != self._flat.data_ptr():
-            raise LonghaulError("the model's parameters no longer live in longhaul's flat buffer "
-                                "(was the model moved with .to() or a parameter's .data replaced?)")
+        lo = self._flat.data_ptr()
+        hi = lo + self._flat.numel() * self._flat.element_size()
+        for t in self._aliased:
+            if not lo <= t.data_ptr() < hi:
+                raise LonghaulError("the model's parameters or buffers no longer live in longhaul's flat buffer "
+                                    "(was the model moved with .to(), a parameter's .data replaced or a "
+                                    "state_dict loaded with assign?)")
 
     @property
     def finished(self):
@@ -175,7 +209,7 @@ class DiLoCo:
 
     @property
     def flat_parameters(self):
-        """The flat float32 tensor every parameter is a view of."""
+        """The flat float32 tensor every parameter (then every float32 buffer) is a view of."""
         return self._flat
 
     @property

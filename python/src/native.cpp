@@ -52,11 +52,13 @@ class PySession {
     config_json_ = ls::JobConfigJson(session_->config(), *options);
   }
 
-  // tensors: [(name, shape, offset, numel)]; eval_fn: None or a callable -> float.
+  // tensors: [(name, shape, offset, numel)]; the last `buffers` floats are model
+  // buffers; eval_fn: None or a callable -> float.
   void Start(uintptr_t data, size_t n, const std::vector<std::tuple<std::string, std::vector<int64_t>, size_t, size_t>>& tensors,
-             py::object eval_fn) {
+             size_t buffers, py::object eval_fn) {
     if (data == 0 || n == 0) Raise(longhaul::InvalidArgument("start: the parameter buffer is empty"));
     ls::StartOptions opts;
+    opts.buffers = buffers;
     for (const auto& [name, shape, offset, numel] : tensors) {
       opts.tensors.push_back({.name = name, .shape = shape, .offset = offset, .numel = numel});
     }
@@ -149,7 +151,7 @@ PYBIND11_MODULE(_native, m) {
   });
   py::class_<PySession>(m, "Session")
       .def(py::init<>())
-      .def("start", &PySession::Start, py::arg("data_ptr"), py::arg("numel"), py::arg("tensors"), py::arg("eval_fn"))
+      .def("start", &PySession::Start, py::arg("data_ptr"), py::arg("numel"), py::arg("tensors"), py::arg("buffers"), py::arg("eval_fn"))
       .def("step", &PySession::Step, py::arg("loss"), py::arg("tokens"))
       .def("sync_gradients", &PySession::SyncGradients, py::arg("data_ptr"), py::arg("numel"))
       .def_property_readonly("syncs_gradients", [](PySession& s) { return s.session().syncs_gradients(); })

@@ -269,7 +269,11 @@ void Agent::OnRoundCommand(const v1::RoundCommand& cmd) {
     v1::ControlMessage msg;
     *msg.mutable_round_command() = cmd;
     SendToWorkers(*job, msg);
-    job->BeginStop(options_.worker_stop_grace);
+    // A completed job's workers are past their last round: their own code after
+    // the loop runs. Otherwise (cancel, placed again) SIGTERM, then the grace.
+    job->BeginStop(std::chrono::seconds(job->config().exit_grace_s),
+                   cmd.job_completed() ? RegionJob::StopMode::kLetFinish : RegionJob::StopMode::kTerminate,
+                   options_.worker_stop_grace);
     return;
   } else {
     spdlog::warn("job {}: round command of unknown kind {}", cmd.job_id(), static_cast<int>(cmd.kind()));

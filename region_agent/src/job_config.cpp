@@ -150,6 +150,7 @@ Result<JobConfig> ParseJobAssignment(const v1::JobAssignment& a) {
   job.rounds = spec.rounds();
   job.seed = spec.seed();
   job.checkpoint_interval = spec.checkpoint_interval();
+  job.exit_grace_s = spec.worker().exit_grace_s();
 
   const bool is_command = spec.has_worker() && spec.worker().has_command();
   if (is_command) {

@@ -235,16 +235,35 @@ std::optional<std::string> RegionJob::CheckProcesses() {
 
 std::string RegionJob::WorkerLogTail(int rank) const { return ChildProcess::LogTail(log_file(rank)); }
 
-void RegionJob::BeginStop(Duration grace) {
-  if (phase_ == Phase::kStopping) return;
+void RegionJob::BeginStop(Duration grace, StopMode mode, Duration kill_grace) {
+  if (phase_ == Phase::kStopping) {
+    if (mode == StopMode::kTerminate && !terminated_) Terminate(grace);
+    return;
+  }
   phase_ = Phase::kStopping;
-  stop_deadline_ = DeadlineAfter(grace);
+  kill_grace_ = kill_grace;
+  if (mode == StopMode::kTerminate) {
+    Terminate(grace);
+  } else {
+    terminate_deadline_ = DeadlineAfter(grace);
+  }
+}
+
+void RegionJob::Terminate(Duration kill_grace) {
+  terminated_ = true;
+  stop_deadline_ = DeadlineAfter(kill_grace);
   // Workers blocked in a collective cannot act on a STOP message; SIGTERM ends them.
   for (auto& w : workers_) w.Signal(SIGTERM);
   for (auto& l : linkems_) l.Signal(SIGTERM);
 }
 
 bool RegionJob::FinishStop() {
+  if (!terminated_) {
+    bool workers_gone = true;
+    for (auto& w : workers_) workers_gone = w.Poll() && workers_gone;
+    if (!workers_gone && std::chrono::steady_clock::now() <= terminate_deadline_) return false;
+    Terminate(kill_grace_);  // the workers ended on their own (or their grace ran out)
+  }
   const bool late = std::chrono::steady_clock::now() > stop_deadline_;
   bool all_gone = true;
   for (auto* group : {&workers_, &linkems_}) {

@@ -27,6 +27,10 @@ Result<std::unique_ptr<RegionReplica>> RegionReplica::Create(ReplicaOptions opti
   LONGHAUL_RETURN_IF_ERROR(options.compression.Validate());
   LONGHAUL_RETURN_IF_ERROR(options.guard.Validate());
   if (local.empty()) return InvalidArgument("replica of region " + options.region + ": no parameters");
+  if (options.buffers >= local.size()) {
+    return InvalidArgument("replica of region " + options.region + ": " + std::to_string(options.buffers) +
+                           " buffer floats leave none of the " + std::to_string(local.size()) + " for parameters");
+  }
   size_t covered = 0;
   for (const auto& t : options.tensors) {
     if (t.offset != covered) {
@@ -156,6 +160,8 @@ Status RegionReplica::AllReduceGradients(std::span<float> grad) {
   }
   Round& r = *round_;
   const uint32_t step = r.step + 1;
+  // Buffers are not trained: whatever the caller left there is no gradient.
+  std::fill(grad.begin() + static_cast<std::ptrdiff_t>(buffers_begin()), grad.end(), 0.0f);
   const ShardPiece p = layout_.Piece(0);
   std::vector<float> piece(grad.begin() + static_cast<std::ptrdiff_t>(p.begin),
                            grad.begin() + static_cast<std::ptrdiff_t>(p.end));
@@ -189,6 +195,9 @@ Status RegionReplica::StartFragmentSync(uint32_t f, sync_policies::CollectiveLin
   flight.fragment = f;
   flight.delta.resize(p.size());
   for (size_t i = 0; i < flight.delta.size(); ++i) flight.delta[i] = theta_[p.begin + i] - local_[p.begin + i];
+  // Buffers take no outer step: a zero pseudo-gradient leaves theta's exactly
+  // as it was (AverageBuffers sets them at the round's end).
+  for (size_t i = std::max(p.begin, buffers_begin()); i < p.end; ++i) flight.delta[i - p.begin] = 0.0f;
   const Status guard = guards_[f].Check(options_.region, flight.delta);
   LONGHAUL_ASSIGN_OR_RETURN(bool all_guarded, AllRanksOk(group_, guard.ok()));
   if (!guard.ok()) return guard;
@@ -221,13 +230,36 @@ Status RegionReplica::FinishFragmentSync(RoundResult& result, double alpha) {
                            theta_.begin() + static_cast<std::ptrdiff_t>(p.end));
   LONGHAUL_RETURN_IF_ERROR(outer_[f]->TryStep(piece, flight.delta));
   LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, f, piece, theta_));
-  auto global = Sub(theta_, p.fragment_begin, p.fragment_end);
-  auto mine = local_.subspan(p.fragment_begin, p.fragment_end - p.fragment_begin);
+  // The local buffers keep training's running values until the round's end.
+  const size_t end = std::min(p.fragment_end, buffers_begin());
+  if (p.fragment_begin >= end) return Status::Ok();
+  auto global = Sub(theta_, p.fragment_begin, end);
+  auto mine = local_.subspan(p.fragment_begin, end - p.fragment_begin);
   if (alpha == 0.0) {
     std::copy(global.begin(), global.end(), mine.begin());
     return Status::Ok();
   }
   return sync_policies::MixFragment(mine, global, alpha);
+}
+
+Status RegionReplica::AverageBuffers(Round& r) {
+  if (options_.buffers == 0 || !schedule_->traits().replicas_identical) return Status::Ok();
+  std::span<float> mine = local_.subspan(buffers_begin());
+  // Every worker of the region ends with the region's mean, then every worker
+  // carries the whole (small) buffer vector over its own ring: identical inputs
+  // in a region, identical results everywhere.
+  LONGHAUL_RETURN_IF_ERROR(group_.AllReduceMean(mine).WithContext("intra-region mean of the model buffers"));
+  const auto t0 = SteadyClock::now();
+  sync_policies::CollectiveStats stats;
+  const Status reduce = sync_policies::AllReduceMean(*r.link, mine, {.codec = sync_policies::Codec::kFp32},
+                                                     DeadlineAfter(options_.collective_timeout), &stats);
+  r.result.comm_seconds += SecondsSince(t0);
+  r.result.wan_bytes_sent += stats.bytes_sent;
+  LONGHAUL_ASSIGN_OR_RETURN(bool all_reduced, AllRanksOk(group_, reduce.ok()));
+  if (!reduce.ok()) return reduce.WithContext("cross-region mean of the model buffers");
+  if (!all_reduced) return Aborted("another worker of region " + options_.region + " failed its buffer all-reduce");
+  std::copy(mine.begin(), mine.end(), theta_.begin() + static_cast<std::ptrdiff_t>(buffers_begin()));
+  return Status::Ok();
 }
 
 void RegionReplica::DrainInFlight() {
@@ -319,6 +351,10 @@ Result<RoundResult> RegionReplica::EndRound(const ValidationFn& validation) {
       AbandonRound();
       return s;
     }
+  }
+  if (Status s = AverageBuffers(r); !s.ok()) {
+    AbandonRound();
+    return s;
   }
   // local: each region keeps its own; sync: every region took the same steps.
   if (schedule_->traits().theta_is_local) std::copy(local_.begin(), local_.end(), theta_.begin());

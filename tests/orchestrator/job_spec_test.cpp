@@ -121,6 +121,26 @@ TEST_CASE("semantic errors name the field and the bad value", "[job_spec]") {
   auto dup = ParseJobSpecYaml("name: x\nmodel_preset: tiny\nrounds: 2\nregions: [a, a]\n", "job.yaml");
   REQUIRE_FALSE(dup.ok());
   CHECK_THAT(dup.status().message(), Catch::Contains("twice"));
+  auto frag = ParseJobSpecYaml("name: x\nmodel_preset: tiny\nrounds: 2\nsync: {kind: diloco, fragments: 4}\n", "job.yaml");
+  REQUIRE_FALSE(frag.ok());
+  CHECK_THAT(frag.status().message(), Catch::Contains("sync.fragments") && Catch::Contains("only streaming_diloco"));
+  auto grace = ParseJobSpecYaml("name: x\nrounds: 2\nworker: {exit_grace_s: 3601}\n", "job.yaml");
+  REQUIRE_FALSE(grace.ok());
+  CHECK_THAT(grace.status().message(), Catch::Contains("worker.exit_grace_s") && Catch::Contains("3601"));
+}
+
+TEST_CASE("worker.exit_grace_s parses beside either kind of worker; unset it is the table's", "[job_spec][worker]") {
+  auto command = ParseJobSpecYaml("name: x\nrounds: 2\nworker: {command: [python3, t.py], exit_grace_s: 0}\n", "job.yaml");
+  REQUIRE(command.ok());
+  CHECK(command->worker().has_exit_grace_s());
+  CHECK(command->worker().exit_grace_s() == 0);
+  auto builtin = ParseJobSpecYaml("name: x\nrounds: 2\nworker: {preset: tiny, exit_grace_s: 5}\n", "job.yaml");
+  REQUIRE(builtin.ok());
+  CHECK(builtin->worker().exit_grace_s() == 5);
+  CHECK(builtin->worker().builtin().preset() == "tiny");
+  auto unset = ParseJobSpecYaml("name: x\nrounds: 2\n", "job.yaml");
+  REQUIRE(unset.ok());
+  CHECK(unset->worker().exit_grace_s() == longhaul::proto::job_defaults::kWorkerExitGraceS);
 }
 
 TEST_CASE("broken YAML and empty files are reported, never thrown", "[job_spec]") {
@@ -143,7 +163,7 @@ TEST_CASE("a spec with neither worker nor model_preset runs the built-in trainer
   auto spec = ParseJobSpecYaml("name: x\nrounds: 2\n", "job.yaml");
   REQUIRE(spec.ok());
   CHECK(spec->model_preset() == "tiny");
-  CHECK_FALSE(spec->has_worker());
+  CHECK(spec->worker().builtin().preset() == "tiny");  // the complete spec names what runs
   CHECK(ValidateJobSpec(DefaultJobSpec()).ok());
 }
 

@@ -288,6 +288,8 @@ std::vector<NumericField> NumericFields() {
        [](const lr::JobConfig& c) { return c.checkpoint_interval; }, "", "checkpoint_interval"},
       {"data.synthetic.seed", true, 99, [](JobSpec& s, double v) { s.mutable_data()->mutable_synthetic()->set_seed(v); },
        [](const lr::JobConfig& c) { return c.data.seed; }, "data", "synthetic.seed"},
+      {"worker.exit_grace_s", true, 5, [](JobSpec& s, double v) { s.mutable_worker()->set_exit_grace_s(v); },
+       [](const lr::JobConfig& c) { return c.exit_grace_s; }, "worker", "exit_grace_s"},
       {"data.synthetic.branching", false, 6,
        [](JobSpec& s, double v) { s.mutable_data()->mutable_synthetic()->set_branching(v); },
        [](const lr::JobConfig& c) { return c.data.branching; }, "data", "synthetic.branching"},
@@ -343,6 +345,7 @@ TEST_CASE("region_agent: an unset field has the one table's default; a 0 where 0
   CHECK(job->batch_size == static_cast<int>(d::kInnerBatchSize));
   CHECK(job->seed == d::kSeed);
   CHECK(job->model.preset == d::kModelPreset);
+  CHECK(job->exit_grace_s == d::kWorkerExitGraceS);
 
   // A sync job that names no codec averages fp32 gradients; one that names int8 gets int8.
   longhaul::v1::JobSpec sync;

@@ -163,6 +163,55 @@ TEST_CASE("sdk: kind sync through PyTorch is data parallelism: 3 regions step li
   CHECK_THAT(output, Catch::Contains("max |difference|"));
 }
 
+// The worker log lines starting with `prefix` and containing `needle`, region by region.
+std::vector<std::vector<std::string>> WorkerLines(const RealCluster& c, const std::string& job, int regions,
+                                                  const std::string& prefix, const std::string& needle) {
+  std::vector<std::vector<std::string>> lines(regions);
+  for (int i = 0; i < regions; ++i) {
+    std::istringstream log(ReadFile(c.dir / kClusterRegions[i] / job / "worker-0.log"));
+    for (std::string line; std::getline(log, line);)
+      if (line.rfind(prefix, 0) == 0 && line.find(needle) != std::string::npos) lines[i].push_back(line);
+  }
+  return lines;
+}
+
+TEST_CASE("sdk: BatchNorm statistics are averaged across regions, and code after the loop runs when the job ends",
+          "[sdk][buffers]") {
+  const TempDir out("batchnorm");  // declared first: removed after the workers writing into it are gone
+  RealCluster c("sdk-batchnorm");
+  c.StartOrchestrator();
+  for (int i = 0; i < 2; ++i) c.StartAgent(kClusterRegions[i]);
+  for (const std::string kind : {"diloco", "sync"}) {
+    const fs::path dir = out.path() / kind;
+    fs::create_directories(dir);
+    v1::JobSpec s =
+        CommandSpec(c, {kPython, kSource + "/tests/sdk/workers/batchnorm_worker.py", dir.string()}, 3, 5);
+    s.mutable_sync()->set_kind(kind);
+    s.mutable_inner()->set_lr(1e-2);
+    s.mutable_inner()->set_batch_size(16);
+    const std::string job = c.Submit(s);
+    auto st = c.WaitFor(job, JobDone, 120s);
+    INFO(kind << ": " << st.reason() << " (logs in " << c.dir << ")");
+    // A round commits only when the regions' hashes, which cover the buffers, agree.
+    REQUIRE(st.state() == "succeeded");
+    REQUIRE(c.Rounds(job).size() == 3);
+    // The job succeeded at its last commit; the workers then finish their own code.
+    for (int i = 0; i < 2; ++i)
+      REQUIRE(c.agents[kClusterRegions[i]].WaitForLine("job " + job + ": all processes stopped", 60000ms));
+    const auto lines = WorkerLines(c, job, 2, "round ", " running_mean ");
+    INFO("region 0: " << (lines[0].empty() ? "" : lines[0].back()));
+    REQUIRE(lines[0].size() == 3);
+    CHECK(lines[0] == lines[1]);  // the same validation loss and statistics, bit for bit
+    CHECK(lines[0][0] != lines[0][2]);  // and training moved them
+    CHECK_THAT(lines[0][0], !Catch::Contains("running_mean 0.0 "));
+    // After the loop: step() said "finished" after the last commit, and the
+    // final evaluation and save ran to the end in every region.
+    const std::string final0 = ReadFile(dir / "0.txt"), final1 = ReadFile(dir / "1.txt");
+    CHECK_THAT(final0, Catch::StartsWith("finished round 3 held-out "));
+    CHECK(final0 == final1);
+  }
+}
+
 TEST_CASE("sdk: the PyTorch example runs across 3 regions behind emulated WAN links", "[sdk]") {
   RealCluster c("sdk-example", {.agent_flags = {"--wan-rate-mbit", "100", "--wan-delay-ms", "10"}});
   c.StartOrchestrator();

@@ -82,14 +82,18 @@ int lh_session_open(lh_session** out) {
 
 const char* lh_session_job_config_json(const lh_session* s) { return s ? s->config_json.c_str() : ""; }
 
-int lh_session_start(lh_session* s, float* params, uint64_t num_params) {
+int lh_session_start_with_buffers(lh_session* s, float* params, uint64_t num_params, uint64_t num_buffers) {
   return Guard([&] {
     if (s == nullptr || params == nullptr || num_params == 0) {
       return Fail(longhaul::InvalidArgument("lh_session_start: needs a session and a non-empty parameter buffer"));
     }
-    longhaul::Status st = s->session->Start(std::span<float>(params, num_params), {});
+    longhaul::Status st = s->session->Start(std::span<float>(params, num_params), {.buffers = num_buffers});
     return st.ok() ? Ok() : Fail(st);
   });
+}
+
+int lh_session_start(lh_session* s, float* params, uint64_t num_params) {
+  return lh_session_start_with_buffers(s, params, num_params, 0);
 }
 
 int lh_session_sync_gradients(lh_session* s, float* grad, uint64_t num_params) {

@@ -56,6 +56,7 @@ std::string JobConfigJson(const region_agent::JobConfig& c, const SessionOptions
                    {"hidden", c.model.hidden_dim},
                    {"layers", c.model.hidden_layers}};
   }
+  j["worker"]["exit_grace_s"] = c.exit_grace_s;
   return j.dump();
 }
 

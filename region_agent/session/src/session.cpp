@@ -134,6 +134,7 @@ Status Session::Start(std::span<float> params, StartOptions options) {
     r.compression = config_.compression;
     r.collective_timeout = options_.collective_timeout;
     r.tensors = start_.tensors;
+    r.buffers = start_.buffers;
     LONGHAUL_ASSIGN_OR_RETURN(replica_, region_agent::RegionReplica::Create(r, params_, *group_, start_.inner));
     if (!assignment_.checkpoint_path().empty()) {
       auto round = replica_->RestoreCheckpoint(assignment_.checkpoint_path());
@@ -388,8 +389,8 @@ Result<StepEvent> Session::FinishRound() {
       }
       replica_->Commit();
       if (cmd.round() >= config_.rounds) {
-        finished_ = true;  // the job's last round: nothing more will start
-        return StepEvent::kCommitted;
+        finished_ = true;  // the job's last round: nothing more will start; params hold theta(T)
+        return StepEvent::kFinished;
       }
       LONGHAUL_ASSIGN_OR_RETURN(bool joined, AwaitStart());
       if (finished_) return StepEvent::kFinished;

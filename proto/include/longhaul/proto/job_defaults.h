@@ -22,6 +22,7 @@ inline constexpr uint32_t kRegionCount = 3;       // without an explicit region 
 inline constexpr uint32_t kMinRegions = 2;        // capped at the region count
 inline constexpr uint32_t kWorkersPerRegion = 1;
 inline constexpr uint32_t kCheckpointInterval = 0;  // never
+inline constexpr uint32_t kWorkerExitGraceS = 60;   // after the job ends, before SIGTERM
 
 // Data (the built-in trainer's default source; a command worker brings its own).
 inline constexpr uint64_t kSyntheticSeed = 1234;

@@ -44,14 +44,16 @@ struct JobConfig {
   uint32_t rounds = 1;
   uint64_t seed = 0;                // model init seed
   uint32_t checkpoint_interval = 0;
-  int batch_size = 16;              // sequences per worker per inner step (spec 0 -> 16)
+  uint32_t exit_grace_s = 60;       // worker.exit_grace_s: after the job ends, before SIGTERM
+  int batch_size = 16;              // sequences per worker per inner step
   std::optional<CommandWorker> command;  // set: the user's program is the worker; unset: the built-in trainer
   trainer::ModelConfig model;            // built-in trainer only: preset, then non-zero worker dims ("custom")
   bool has_data = true;                  // false: a command job without a data section (`data` left at defaults)
   trainer::DataOptions data;
-  trainer::AdamWOptions inner;      // lr 0 -> 3e-3; betas 0 -> 0.9/0.95
-  sync_policies::OuterOptimizerOptions outer;  // name "" -> nesterov lr 0.7 momentum 0.9
-  sync_policies::CompressionOptions compression;  // CODEC_UNSPECIFIED -> fp32
+  // As the spec gives them: the orchestrator filled the defaults table at admission.
+  trainer::AdamWOptions inner;
+  sync_policies::OuterOptimizerOptions outer;
+  sync_policies::CompressionOptions compression;
   sync_policies::ScheduleOptions schedule;     // kind "" -> diloco; H 0 -> 50
 };
 

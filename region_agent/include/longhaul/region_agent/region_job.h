@@ -75,8 +75,16 @@ class RegionJob {
   // The last lines of a worker's log (its stdout and stderr), for error messages.
   std::string WorkerLogTail(int rank) const;
 
-  void BeginStop(Duration grace);
-  // SIGKILLs stragglers past the grace; true once every process is gone.
+  // How a STOP ends the workers. kTerminate (cancel, failure, shutdown): SIGTERM
+  // now, SIGKILL to what is left after `grace`. kLetFinish (the job completed):
+  // the workers run their own code to its end (a final evaluation, a save); the
+  // ones still running after `grace` get SIGTERM, then SIGKILL `kill_grace`
+  // later. Link emulators get SIGTERM once the workers are gone. A kTerminate
+  // while letting finish escalates at once.
+  enum class StopMode { kTerminate, kLetFinish };
+  void BeginStop(Duration grace, StopMode mode = StopMode::kTerminate,
+                 Duration kill_grace = std::chrono::seconds(3));
+  // Escalates per the mode's deadlines; true once every process is gone.
   bool FinishStop();
 
   void BeginRound(const v1::RoundCommand& start);
@@ -105,9 +113,14 @@ class RegionJob {
   JobConfig config_;
   v1::JobAssignment assignment_;
   JobLaunchOptions options_;
+  void Terminate(Duration kill_grace);
+
   Phase phase_ = Phase::kLaunching;
   Deadline start_deadline_{};
-  Deadline stop_deadline_{};
+  Deadline stop_deadline_{};       // SIGKILL what is left after this (once terminated_)
+  Deadline terminate_deadline_{};  // kLetFinish: SIGTERM after this
+  Duration kill_grace_{};
+  bool terminated_ = false;         // SIGTERM sent
   std::vector<ChildProcess> workers_;
   std::vector<ChildProcess> linkems_;
   std::vector<std::string> routing_ids_;     // "" until the worker's hello

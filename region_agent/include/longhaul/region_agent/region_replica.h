@@ -37,6 +37,13 @@
 //                    region also receives the inner optimizer's state
 //                    (InnerState::SharedState) so its steps stay identical.
 //  local             no cross-region sync; theta <- local (regions diverge).
+//
+// Model buffers (ReplicaOptions::buffers: the vector's last floats, e.g.
+// BatchNorm running statistics) are state the inner optimizer does not train.
+// They take no outer step and no mixing; at each round's end (the outer step's
+// round; every kind but local) they are averaged over every worker of every
+// region in fp32 and written to theta and the local copy, so the replicas stay
+// identical and the parameter hash covers them.
 #pragma once
 
 #include <cstdint>
@@ -90,6 +97,8 @@ struct ReplicaOptions {
   // How the flat vector splits into named tensors (checkpoints); empty: one
   // tensor "flat" of all parameters.
   std::vector<trainer::TensorView> tensors;
+  // The flat vector's last `buffers` floats are model buffers (see above).
+  size_t buffers = 0;
 };
 
 struct RoundInputs {
@@ -211,6 +220,10 @@ class RegionReplica {
   // fragment and the (mixed) local fragment. Time spent waiting is comm time.
   Status FinishFragmentSync(RoundResult& result, double alpha);
   void DrainInFlight();
+  // Round end: the model buffers' mean over every worker of every region.
+  Status AverageBuffers(Round& r);
+  // Where the model buffers start in the flat vector.
+  size_t buffers_begin() const { return local_.size() - options_.buffers; }
   std::vector<trainer::TensorView> Tensors() const;
 
   ReplicaOptions options_;

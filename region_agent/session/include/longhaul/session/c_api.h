@@ -57,7 +57,8 @@ enum {
   LH_EVENT_COMMITTED = 1,    /* the round committed: params hold theta(t) */
   LH_EVENT_ROLLED_BACK = 2,  /* the round aborted: params hold theta(t-1); it is retried */
   LH_EVENT_RESYNCED = 3,     /* this region was re-synchronised from a live one */
-  LH_EVENT_FINISHED = 4,     /* the job is over */
+  LH_EVENT_FINISHED = 4,     /* the job is over (after its last commit params hold the final
+                                theta); code after the loop runs within worker.exit_grace_s */
 };
 
 typedef struct lh_session lh_session;
@@ -71,6 +72,12 @@ LH_API int lh_session_open(lh_session** out);
  * worker), owned by the session. */
 LH_API const char* lh_session_job_config_json(const lh_session* s);
 LH_API int lh_session_start(lh_session* s, float* params, uint64_t num_params);
+/* As lh_session_start, for a model with buffers (state the optimizer does not
+ * train, e.g. BatchNorm running statistics): params holds num_params floats,
+ * the last num_buffers of them the buffers. They take no outer step; at every
+ * round's end they are averaged over every worker of every region (fp32), so
+ * the replicas, and their hash, stay identical. */
+LH_API int lh_session_start_with_buffers(lh_session* s, float* params, uint64_t num_params, uint64_t num_buffers);
 /* Between backward and the optimizer step of every inner step: with sync kind
  * "sync", replaces grad (this region's mean gradient, num_params floats) with
  * the mean over the round's regions; a no-op for every other kind. A failure

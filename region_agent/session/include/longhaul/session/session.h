@@ -48,12 +48,16 @@ enum class StepEvent {
   kCommitted,   // the round committed: params hold theta(t)
   kRolledBack,  // the round aborted: params hold theta(t-1); the round is retried
   kResynced,    // this region was re-synchronised from a live one (after a rejoin)
-  kFinished,    // the job is over (last round committed, or stopped)
+  kFinished,    // the job is over: its last round committed (params hold the final
+                // theta) or it was stopped (params at the last committed round).
+                // The caller's code after its loop runs: the agent waits
+                // worker.exit_grace_s for the worker to exit before SIGTERM.
 };
 const char* StepEventName(StepEvent e);  // "none", "committed", ...
 
 struct StartOptions {
   std::vector<trainer::TensorView> tensors;        // names of params (checkpoints); empty: one "flat"
+  size_t buffers = 0;  // params' last floats that are model buffers (RegionReplica: averaged, no outer step)
   region_agent::InnerState* inner = nullptr;       // optional, must outlive the session
   region_agent::ValidationFn validation;           // run on rank 0 after the outer step
   double loss_floor = 0;                           // reported to `longhaul status` (0 = unknown)
@@ -79,7 +83,7 @@ class Session {
   // (synchronous data parallelism): replaces `grad` (this region's mean
   // gradient, the same in each of its workers; num_params floats) with the mean
   // over the round's regions, so every worker of every region takes the same
-  // optimizer step. Every other kind: a no-op. A failure (returned, and logged)
+  // optimizer step (the model buffers' entries are zeroed). Every other kind: a no-op. A failure (returned, and logged)
   // fails the round: the caller may still take its optimizer step, and the next
   // Step() reports the failure and rolls the round back (parameters and
   // InnerState included).
