@@ -137,10 +137,12 @@ def worker(args) -> int:
         last_eval["fresh"] = True
         return last_eval["val"]
 
-    diloco = lh.DiLoCo(model, eval_fn=eval_fn)  # joins the job; params now hold the global ones
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.inner.lr,
                             betas=(cfg.inner.beta1, cfg.inner.beta2),
                             weight_decay=cfg.inner.weight_decay)
+    # Joins the job: the params now hold the global ones; AdamW's moments are
+    # rolled back with them and, in a sync job, shared with a rejoining region.
+    diloco = lh.DiLoCo(model, eval_fn=eval_fn, optimizer=opt)
     params = [p for p in model.parameters() if p.requires_grad]
     dist = init_region_group(cfg.world_size) if cfg.world_size > 1 else None
 

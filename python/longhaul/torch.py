@@ -5,8 +5,8 @@
     cfg = lh.job_config()                    # the job spec: H, lr, seed, data, ...
     torch.manual_seed(cfg.seed)              # identical initial parameters everywhere
     model = MyModel()
-    diloco = lh.DiLoCo(model)                # join the job: the model holds the global params
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.inner.lr)
+    diloco = lh.DiLoCo(model, optimizer=opt) # join the job: the model holds the global params
     while not diloco.finished:
         loss = model(batch()); opt.zero_grad(); loss.backward()
         diloco.sync_gradients()              # sync kind: the mean over all regions; else a no-op
@@ -36,8 +36,17 @@ and variance) follow the parameters in that tensor: they take no outer step, and
 at every round's end (every kind but local) they are averaged over all workers
 of all regions, so every replica holds the same statistics and the parameter
 hash covers them. Buffers of other types (BatchNorm's num_batches_tracked
-counter) are not carried; every region counts the same steps. The inner optimizer's own state (AdamW moments) is
-not rolled back with the parameters. Several workers per region: the agent sets
+counter) are not carried; every region counts the same steps.
+
+Given the optimizer (Adam or AdamW), DiLoCo makes its moments views of flat
+tensors too: a rolled-back round restores them with the parameters, a region
+that joins a sync job receives the live regions' moments (so every region keeps
+taking the same step), and the optimizer's step counter follows job_step.
+Without it the optimizer's state is the script's alone: not rolled back, and a
+region that rejoins a sync job starts from fresh moments while the others do
+not, so its replicas disagree. The inner optimizer's own state (AdamW moments) is
+rolled back with the parameters only when DiLoCo is given the optimizer (below).
+Several workers per region: the agent sets
 torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), so
 torch.distributed.init_process_group("gloo") works; average the gradients inside
 the region as usual (create DDP after DiLoCo). Every worker carries its shard of
@@ -57,7 +66,7 @@ ROLLED_BACK = "rolled_back"
 RESYNCED = "resynced"
 FINISHED = "finished"
 
-__all__ = ["DiLoCo", "JobConfig", "LonghaulError", "job_config", "flatten_parameters",
+__all__ = ["DiLoCo", "JobConfig", "LonghaulError", "job_config", "flatten_parameters", "bind_optimizer_state",
            "NONE", "COMMITTED", "ROLLED_BACK", "RESYNCED", "FINISHED"]
 
 
@@ -111,6 +120,40 @@ def _flatten(model, with_buffers):
     return flat, tensors, sum(b.numel() for _, b in buffers)
 
 
+_MOMENTS = {torch.optim.Adam: ["exp_avg", "exp_avg_sq"], torch.optim.AdamW: ["exp_avg", "exp_avg_sq"]}
+
+
+def bind_optimizer_state(optimizer, tensors, params, numel):
+    """Makes the optimizer's per-parameter state views of flat float32 tensors of
+    `numel` floats, parameter p's at p's offset in the model's flat tensor
+    (`tensors`, `params`: flatten order). Values the optimizer already holds are
+    kept. Adam and AdamW (amsgrad included); returns the flat tensors."""
+    kind = type(optimizer)
+    if kind not in _MOMENTS:
+        raise TypeError(f"longhaul carries the state of torch.optim.Adam and AdamW, not {kind.__name__}; "
+                        "pass optimizer=None to keep its state to the script")
+    names = list(_MOMENTS[kind])
+    if any(group.get("amsgrad", False) for group in optimizer.param_groups):
+        names.append("max_exp_avg_sq")
+    where = {id(p): (offset, n, shape) for p, (_, shape, offset, n) in zip(params, tensors)}
+    flats = [torch.zeros(numel, dtype=torch.float32) for _ in names]
+    with torch.no_grad():
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if id(p) not in where:
+                    raise ValueError("the optimizer holds a tensor that is not a parameter of the model")
+                offset, n, shape = where[id(p)]
+                state = optimizer.state[p]
+                step = state.get("step", 0)
+                state["step"] = torch.tensor(float(step))
+                for name, flat in zip(names, flats):
+                    view = flat[offset:offset + n].view(shape)
+                    if name in state:
+                        view.copy_(state[name])
+                    state[name] = view
+    return flats
+
+
 class DiLoCo:
     """This worker's part of the job's outer synchronisation (DiLoCo, Streaming
     DiLoCo, the fully synchronous baseline or local-only: the job spec decides).
@@ -120,29 +163,46 @@ class DiLoCo:
     the new parameters, and is reported to `longhaul status` and the metrics.
     """
 
-    def __init__(self, model, eval_fn=None):
+    def __init__(self, model, eval_fn=None, optimizer=None):
         self._model = model
         self._flat, self._tensors, self._buffer_floats = _flatten(model, with_buffers=True)
         self._params = [p for _, p in model.named_parameters()]
         # One parameter and (if any) one buffer: moving the model breaks the aliasing of both.
         self._aliased = [next(iter(model.parameters()))] + [b for _, b in _carried_buffers(model)][:1]
+        self._optimizer = optimizer
+        self._optimizer_state = [] if optimizer is None else bind_optimizer_state(
+            optimizer, self._tensors, self._params, self._flat.numel())
         self._session = _native.Session()
         self.config = from_json(self._session.config_json)
-        self._session.start(self._flat.data_ptr(), self._flat.numel(), self._tensors, self._buffer_floats, eval_fn)
+        self._session.start(self._flat.data_ptr(), self._flat.numel(), self._tensors, self._buffer_floats,
+                            [t.data_ptr() for t in self._optimizer_state], eval_fn)
         self.resynced = self._session.resynced_at_start
         self.last_event = RESYNCED if self.resynced else NONE
+        self._follow_job_step()
 
     def step(self, loss=0.0, tokens=0):
         """Call once after every inner optimizer step. Returns the event (see module doc)."""
         if isinstance(loss, torch.Tensor):
             loss = float(loss.detach())
-        event = self._session.step(float(loss), int(tokens))
+        return self._after(self._session.step(float(loss), int(tokens)))
+
+    def _after(self, event):
         if event != NONE:
             self.last_event = event
             if event == RESYNCED:
                 self.resynced = True
             self._check_aliasing()
+            self._follow_job_step()
         return event
+
+    def _follow_job_step(self):
+        """The optimizer's step counter (bias correction) is the job step: after a
+        rollback or a rejoin the restored moments go with it."""
+        if self._optimizer is None:
+            return
+        for state in self._optimizer.state.values():
+            if "step" in state:
+                state["step"].fill_(float(self.job_step))
 
     def sync_gradients(self):
         """Call on every inner step between loss.backward() (and any gradient
@@ -178,7 +238,7 @@ class DiLoCo:
     def fail_round(self, why):
         """The inner step failed in a way the job should see (not a crash): the round
         is reported failed and rolled back. Returns the next event."""
-        return self._session.fail_round(str(why))
+        return self._after(self._session.fail_round(str(why)))
 
     def _check_aliasing(self):
         lo = self._flat.data_ptr()

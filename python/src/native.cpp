@@ -53,12 +53,17 @@ class PySession {
   }
 
   // tensors: [(name, shape, offset, numel)]; the last `buffers` floats are model
-  // buffers; eval_fn: None or a callable -> float.
+  // buffers; optimizer_state: data pointers of flat float32 tensors of n floats
+  // (the optimizer's state); eval_fn: None or a callable -> float.
   void Start(uintptr_t data, size_t n, const std::vector<std::tuple<std::string, std::vector<int64_t>, size_t, size_t>>& tensors,
-             size_t buffers, py::object eval_fn) {
+             size_t buffers, const std::vector<uintptr_t>& optimizer_state, py::object eval_fn) {
     if (data == 0 || n == 0) Raise(longhaul::InvalidArgument("start: the parameter buffer is empty"));
     ls::StartOptions opts;
     opts.buffers = buffers;
+    for (uintptr_t p : optimizer_state) {
+      if (p == 0) Raise(longhaul::InvalidArgument("start: an optimizer state buffer is empty"));
+      opts.optimizer_state.emplace_back(reinterpret_cast<float*>(p), n);
+    }
     for (const auto& [name, shape, offset, numel] : tensors) {
       opts.tensors.push_back({.name = name, .shape = shape, .offset = offset, .numel = numel});
     }
@@ -151,7 +156,7 @@ PYBIND11_MODULE(_native, m) {
   });
   py::class_<PySession>(m, "Session")
       .def(py::init<>())
-      .def("start", &PySession::Start, py::arg("data_ptr"), py::arg("numel"), py::arg("tensors"), py::arg("buffers"), py::arg("eval_fn"))
+      .def("start", &PySession::Start, py::arg("data_ptr"), py::arg("numel"), py::arg("tensors"), py::arg("buffers"), py::arg("optimizer_state"), py::arg("eval_fn"))
       .def("step", &PySession::Step, py::arg("loss"), py::arg("tokens"))
       .def("sync_gradients", &PySession::SyncGradients, py::arg("data_ptr"), py::arg("numel"))
       .def_property_readonly("syncs_gradients", [](PySession& s) { return s.session().syncs_gradients(); })

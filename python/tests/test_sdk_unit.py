@@ -38,6 +38,86 @@ def test_flatten_makes_every_parameter_a_view_of_one_buffer_without_changing_val
     assert torch.equal(flat[: 12].view(4, 3), m.a.weight.detach())
 
 
+class WithBatchNorm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 4)
+        self.bn = torch.nn.BatchNorm1d(4)
+
+
+def test_float_buffers_follow_the_parameters_in_the_flat_tensor_and_training_updates_them_there():
+    torch.manual_seed(0)
+    m = WithBatchNorm()
+    flat, tensors, buffer_floats = lh._flatten(m, with_buffers=True)
+    names = [t[0] for t in tensors]
+    assert names == ["lin.weight", "lin.bias", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"]
+    assert buffer_floats == 8  # num_batches_tracked (int64) is not carried
+    m.bn(m.lin(torch.randn(16, 3) + 5))  # a training-mode forward moves the running statistics in place
+    assert torch.equal(flat[-8:-4], m.bn.running_mean)
+    assert float(flat[-8:-4].abs().sum()) > 0
+
+
+def _adamw_twins(amsgrad):
+    torch.manual_seed(0)
+    a, b = Tiny(), Tiny()
+    b.load_state_dict(a.state_dict())
+    opt_a = torch.optim.AdamW(a.parameters(), lr=0.01, amsgrad=amsgrad)
+    opt_b = torch.optim.AdamW(b.parameters(), lr=0.01, amsgrad=amsgrad)
+    return a, opt_a, b, opt_b
+
+
+def _train(m, opt, steps, seed):
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        opt.zero_grad()
+        m.b(m.a(torch.randn(5, 3, generator=g))).pow(2).sum().backward()
+        opt.step()
+
+
+@pytest.mark.parametrize("amsgrad", [False, True])
+def test_bound_adamw_state_lives_in_flat_tensors_and_steps_exactly_like_a_plain_one(amsgrad):
+    a, opt_a, b, opt_b = _adamw_twins(amsgrad)
+    flat, tensors = lh.flatten_parameters(a)
+    _train(a, opt_a, 2, seed=1)  # state before binding is kept
+    _train(b, opt_b, 2, seed=1)
+    params = [p for _, p in a.named_parameters()]
+    moments = lh.bind_optimizer_state(opt_a, tensors, params, flat.numel())
+    assert len(moments) == (3 if amsgrad else 2)
+    _train(a, opt_a, 3, seed=2)
+    _train(b, opt_b, 3, seed=2)
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        assert torch.equal(pa, pb)
+    first = params[0]
+    assert torch.equal(moments[0][: first.numel()].view(first.shape), opt_b.state[list(b.parameters())[0]]["exp_avg"])
+
+    # What a rollback does: the flat moments and the parameters put back, the
+    # step counter set from the job step; the retried steps then match exactly.
+    saved_m = [t.clone() for t in moments]
+    saved_p = flat.clone()
+    _train(a, opt_a, 2, seed=3)
+    for t, s in zip(moments, saved_m):
+        t.copy_(s)
+    with torch.no_grad():
+        flat.copy_(saved_p)
+    for state in opt_a.state.values():
+        state["step"].fill_(5.0)
+    _train(a, opt_a, 2, seed=3)
+    _train(b, opt_b, 2, seed=3)
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        assert torch.equal(pa, pb)
+
+
+def test_binding_refuses_optimizers_it_cannot_carry_and_foreign_tensors():
+    m = Tiny()
+    flat, tensors = lh.flatten_parameters(m)
+    params = list(m.parameters())
+    with pytest.raises(TypeError, match="Adam and AdamW, not SGD"):
+        lh.bind_optimizer_state(torch.optim.SGD(m.parameters(), lr=0.1), tensors, params, flat.numel())
+    stranger = torch.nn.Parameter(torch.zeros(2))
+    with pytest.raises(ValueError, match="not a parameter of the model"):
+        lh.bind_optimizer_state(torch.optim.AdamW(params + [stranger]), tensors, params, flat.numel())
+
+
 def test_flatten_refuses_parameters_it_cannot_carry():
     m = torch.nn.Linear(2, 2).to(torch.float64)
     with pytest.raises(TypeError, match="float32"):

@@ -131,7 +131,8 @@ TEST_CASE("sdk: a PyTorch worker and a C worker making the same updates commit t
   }
 }
 
-TEST_CASE("sdk: kind sync through PyTorch is data parallelism: 3 regions step like one process with 3x the batch",
+TEST_CASE("sdk: kind sync through PyTorch is data parallelism: 3 regions step like one process with 3x the batch, "
+          "a rolled-back step included",
           "[sdk][sync]") {
   const TempDir out("sync-dp");  // declared first: removed after the workers writing into it are gone
   RealCluster c("sdk-sync-dp");
@@ -142,7 +143,10 @@ TEST_CASE("sdk: kind sync through PyTorch is data parallelism: 3 regions step li
   // H = 1: every step is a round, committed only when the three hashes agree.
   // One more round than kSteps: the workers save their parameters after kSteps
   // steps before the last round's exchange, so the job cannot end first.
-  v1::JobSpec s = CommandSpec(c, {kPython, script, out.path().string(), std::to_string(kSteps)}, kSteps + 1, 1, 3);
+  // One region fails step 20 after its optimizer step: the round rolls back,
+  // AdamW's moments with it (DiLoCo was given the optimizer), and runs again.
+  v1::JobSpec s =
+      CommandSpec(c, {kPython, script, out.path().string(), std::to_string(kSteps), "20"}, kSteps + 1, 1, 3);
   s.mutable_sync()->set_kind("sync");
   s.mutable_compression()->set_codec(v1::CODEC_FP32);
   s.mutable_inner()->set_lr(1e-2);
@@ -154,6 +158,9 @@ TEST_CASE("sdk: kind sync through PyTorch is data parallelism: 3 regions step li
   const auto rounds = c.Rounds(job);
   REQUIRE(rounds.size() == kSteps + 1);
   for (const auto& r : rounds) CHECK(r.participants.size() == 3);  // replicas bitwise identical every step
+  int aborted = 0;
+  for (const auto& e : c.Events(job)) aborted += e.kind == "round_aborted" ? 1 : 0;
+  CHECK(aborted >= 1);  // the injected failure did roll a round back
   std::string output;
   const int code =
       RunCommand(kPython + " " + script + " --reference " + out.path().string() + " " + std::to_string(kSteps) + " 3",

@@ -82,18 +82,29 @@ int lh_session_open(lh_session** out) {
 
 const char* lh_session_job_config_json(const lh_session* s) { return s ? s->config_json.c_str() : ""; }
 
-int lh_session_start_with_buffers(lh_session* s, float* params, uint64_t num_params, uint64_t num_buffers) {
+int lh_session_start_model(lh_session* s, float* params, uint64_t num_params, uint64_t num_buffers,
+                           float* const* optimizer_state, uint64_t num_optimizer_state) {
   return Guard([&] {
     if (s == nullptr || params == nullptr || num_params == 0) {
       return Fail(longhaul::InvalidArgument("lh_session_start: needs a session and a non-empty parameter buffer"));
     }
-    longhaul::Status st = s->session->Start(std::span<float>(params, num_params), {.buffers = num_buffers});
+    if (optimizer_state == nullptr && num_optimizer_state > 0)
+      return Fail(longhaul::InvalidArgument("lh_session_start_model: optimizer_state is NULL"));
+    longhaul::session::StartOptions options;
+    options.buffers = num_buffers;
+    for (uint64_t i = 0; i < num_optimizer_state; ++i) {
+      if (optimizer_state[i] == nullptr)
+        return Fail(longhaul::InvalidArgument("lh_session_start_model: optimizer_state[" + std::to_string(i) +
+                                              "] is NULL"));
+      options.optimizer_state.emplace_back(optimizer_state[i], num_params);
+    }
+    longhaul::Status st = s->session->Start(std::span<float>(params, num_params), std::move(options));
     return st.ok() ? Ok() : Fail(st);
   });
 }
 
 int lh_session_start(lh_session* s, float* params, uint64_t num_params) {
-  return lh_session_start_with_buffers(s, params, num_params, 0);
+  return lh_session_start_model(s, params, num_params, 0, nullptr, 0);
 }
 
 int lh_session_sync_gradients(lh_session* s, float* grad, uint64_t num_params) {

@@ -1,5 +1,7 @@
 #include "longhaul/session/session.h"
 
+#include "longhaul/region_agent/flat_inner_state.h"
+
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
@@ -135,7 +137,14 @@ Status Session::Start(std::span<float> params, StartOptions options) {
     r.collective_timeout = options_.collective_timeout;
     r.tensors = start_.tensors;
     r.buffers = start_.buffers;
-    LONGHAUL_ASSIGN_OR_RETURN(replica_, region_agent::RegionReplica::Create(r, params_, *group_, start_.inner));
+    region_agent::InnerState* inner = start_.inner;
+    if (!start_.optimizer_state.empty()) {
+      if (inner != nullptr) return InvalidArgument("give the inner optimizer's state as InnerState or as buffers, not both");
+      LONGHAUL_ASSIGN_OR_RETURN(owned_inner_,
+                                region_agent::FlatInnerState::Create(start_.optimizer_state, params_.size()));
+      inner = owned_inner_.get();
+    }
+    LONGHAUL_ASSIGN_OR_RETURN(replica_, region_agent::RegionReplica::Create(r, params_, *group_, inner));
     if (!assignment_.checkpoint_path().empty()) {
       auto round = replica_->RestoreCheckpoint(assignment_.checkpoint_path());
       if (!round.ok()) return round.status().WithContext("restoring checkpoint");

@@ -1,11 +1,14 @@
 """Synchronous data parallelism through longhaul.torch, checked against one process.
 
 As a longhaul worker (the agent starts it):
-    sync_dp_worker.py OUT_DIR STEPS
-  trains a small MLP with AdamW; every inner step it averages the gradients
-  across regions with DiLoCo.sync_gradients() before opt.step(). At the start
-  of job step STEPS (the job has more steps) it writes its parameters after
-  STEPS steps, and the optimizer settings it used, to OUT_DIR/<region index>.pt.
+    sync_dp_worker.py OUT_DIR STEPS [FAIL_AT]
+  trains a small MLP with AdamW (given to DiLoCo, which carries its moments);
+  every inner step it averages the gradients across regions with
+  DiLoCo.sync_gradients() before opt.step(). At the start of job step STEPS
+  (the job has more steps) it writes its parameters after STEPS steps, and the
+  optimizer settings it used, to OUT_DIR/<region index>.pt. With FAIL_AT, the
+  last region fails job step FAIL_AT once, after its optimizer step: every
+  region rolls the round back (parameters and AdamW moments) and runs it again.
 
 As the reference (the test runs it afterwards):
     sync_dp_worker.py --reference OUT_DIR STEPS REGIONS
@@ -44,14 +47,15 @@ def flat(model):
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
 
-def worker(out_dir, steps):
+def worker(out_dir, steps, fail_at):
     import longhaul.torch as lh
     cfg = lh.job_config()
     settings = {"lr": cfg.inner.lr, "betas": [cfg.inner.beta1, cfg.inner.beta2],
                 "weight_decay": cfg.inner.weight_decay, "batch": cfg.inner.batch_size, "seed": cfg.seed}
     model = build_model(cfg.seed)
-    diloco = lh.DiLoCo(model)
     opt = make_optimizer(model, settings)
+    diloco = lh.DiLoCo(model, optimizer=opt)
+    fail = fail_at if cfg.region_index == cfg.region_count - 1 else -1
     loss_fn = torch.nn.CrossEntropyLoss()
     while not diloco.finished:
         step = diloco.job_step
@@ -65,6 +69,10 @@ def worker(out_dir, steps):
         loss.backward()
         diloco.sync_gradients()
         opt.step()
+        if step == fail:
+            fail = -1
+            diloco.fail_round("injected failure after the optimizer step")
+            continue
         diloco.step(loss=loss, tokens=x.shape[0])
     return 0
 
@@ -97,4 +105,4 @@ def reference(out_dir, steps, regions):
 if __name__ == "__main__":
     if sys.argv[1] == "--reference":
         sys.exit(reference(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
-    sys.exit(worker(sys.argv[1], int(sys.argv[2])))
+    sys.exit(worker(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else -1))

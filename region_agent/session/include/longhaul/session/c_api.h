@@ -72,12 +72,19 @@ LH_API int lh_session_open(lh_session** out);
  * worker), owned by the session. */
 LH_API const char* lh_session_job_config_json(const lh_session* s);
 LH_API int lh_session_start(lh_session* s, float* params, uint64_t num_params);
-/* As lh_session_start, for a model with buffers (state the optimizer does not
- * train, e.g. BatchNorm running statistics): params holds num_params floats,
- * the last num_buffers of them the buffers. They take no outer step; at every
- * round's end they are averaged over every worker of every region (fp32), so
- * the replicas, and their hash, stay identical. */
-LH_API int lh_session_start_with_buffers(lh_session* s, float* params, uint64_t num_params, uint64_t num_buffers);
+/* As lh_session_start, with the rest of the model's state:
+ * - buffers (state the optimizer does not train, e.g. BatchNorm running
+ *   statistics): the last num_buffers of the num_params floats. They take no
+ *   outer step; at every round's end they are averaged over every worker of
+ *   every region (fp32), so the replicas, and their hash, stay identical.
+ * - the inner optimizer's state: optimizer_state[0..num_optimizer_state) each
+ *   point to num_params floats the caller's optimizer updates in place (e.g.
+ *   AdamW's two moments). They are restored with the parameters when a round
+ *   rolls back and sent to a region that joins a sync job. A step counter
+ *   stays the caller's: set it from lh_session_job_step after every event.
+ * NULL optimizer_state with 0 entries: none. */
+LH_API int lh_session_start_model(lh_session* s, float* params, uint64_t num_params, uint64_t num_buffers,
+                                  float* const* optimizer_state, uint64_t num_optimizer_state);
 /* Between backward and the optimizer step of every inner step: with sync kind
  * "sync", replaces grad (this region's mean gradient, num_params floats) with
  * the mean over the round's regions; a no-op for every other kind. A failure

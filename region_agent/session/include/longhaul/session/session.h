@@ -59,6 +59,10 @@ struct StartOptions {
   std::vector<trainer::TensorView> tensors;        // names of params (checkpoints); empty: one "flat"
   size_t buffers = 0;  // params' last floats that are model buffers (RegionReplica: averaged, no outer step)
   region_agent::InnerState* inner = nullptr;       // optional, must outlive the session
+  // Or the inner optimizer's state as caller-owned buffers of params' length
+  // (AdamW's moments): saved and restored with every round, and shared with a
+  // region joining a sync job (region_agent::FlatInnerState). Not with `inner`.
+  std::vector<std::span<float>> optimizer_state;
   region_agent::ValidationFn validation;           // run on rank 0 after the outer step
   double loss_floor = 0;                           // reported to `longhaul status` (0 = unknown)
 };
@@ -130,6 +134,7 @@ class Session {
   std::unique_ptr<trainer::IntraRegionGroup> group_;
   std::unique_ptr<region_agent::WanPort> wan_;
   std::unique_ptr<AgentChannel> channel_;
+  std::unique_ptr<region_agent::InnerState> owned_inner_;  // from StartOptions::optimizer_state
   std::unique_ptr<region_agent::RegionReplica> replica_;
   std::unique_ptr<sync_policies::CollectiveLink> round_link_;  // outlives its round: peers may still read
   std::unique_ptr<sync_policies::InProcessGroup> solo_;       // the link of a one-region round
