@@ -6,6 +6,7 @@
 
 #include "longhaul/orchestrator/cli.h"
 #include "longhaul/orchestrator/demo.h"
+#include "longhaul/orchestrator/local_up.h"
 #include "longhaul/orchestrator/request_limits.h"
 
 namespace {
@@ -90,6 +91,23 @@ int main(int argc, char** argv) {
   demo->add_option("--examples-dir", demo_options.examples_dir, "where the examples are (default: the source tree's)");
   bool no_wan = false;
   demo->add_flag("--no-wan-emulation", no_wan, "plain loopback instead of longhaul-linkem WAN links");
+  UpOptions up_options;
+  auto* up = app.add_subcommand("up", "start a local cluster in the background and print its environment "
+                                      "(eval \"$(longhaul up)\"; then submit, status, jobs need no flags)");
+  up->add_option("--dir", up_options.dir, "the cluster's folder: state, keys, logs (default ~/.longhaul/up)");
+  up->add_option("--regions", up_options.regions, "region agents")->check(CLI::Range(1, 8));
+  up->add_option("--workers-per-region", up_options.workers_per_region, "worker slots per agent")
+      ->check(CLI::Range(1, 64));
+  up->add_option("--wan-rate-mbit", up_options.wan_rate_mbit,
+                 "emulate a WAN: every region's links at this rate (longhaul-linkem); default plain loopback")
+      ->check(CLI::Range(0.01, 100000.0));
+  up->add_option("--wan-delay-ms", up_options.wan_delay_ms, "one-way delay of the emulated WAN (with --wan-rate-mbit)")
+      ->check(CLI::Range(0.0, 10000.0));
+  up->add_option("--bin-dir", up_options.bin_dir, "where longhaul-* binaries are (default: next to this one)");
+  DownOptions down_options;
+  auto* down = app.add_subcommand("down", "stop the local cluster `longhaul up` started (and nothing else)");
+  down->add_option("--dir", down_options.dir, "the cluster's folder (default ~/.longhaul/up)");
+  down->add_flag("--keep", down_options.keep, "keep the folder (logs, state) after stopping");
 
   try {
     app.parse(argc, argv);
@@ -111,6 +129,14 @@ int main(int argc, char** argv) {
   if (*remove) return CliRemoveRegion(ctx, region_name, force);
   if (*regions) return CliRegions(ctx);
   if (*gen) return CliKeysGen(ctx, keys_dir, keys_name);
+  if (*up) {
+    if (up_options.wan_delay_ms > 0 && up_options.wan_rate_mbit <= 0) {
+      return ReportFailure(ctx, kExitUsage, "--wan-delay-ms needs --wan-rate-mbit (the emulated WAN)");
+    }
+    if (up_options.bin_dir.empty()) up_options.bin_dir = DefaultBinDir(argv[0]);
+    return RunUp(up_options);
+  }
+  if (*down) return RunDown(down_options);
   if (*demo) {
     if (demo_options.bin_dir.empty()) demo_options.bin_dir = DefaultBinDir(argv[0]);
     if (demo_options.examples_dir.empty()) demo_options.examples_dir = LONGHAUL_EXAMPLES_DIR;

@@ -12,7 +12,7 @@
 namespace longhaul::orchestrator {
 
 Result<pid_t> ChildProcesses::Start(const std::string& name, const std::vector<std::string>& argv,
-                                    const std::string& log_file) {
+                                    const std::string& log_file, bool detached) {
   if (argv.empty()) return InvalidArgument("no command for " + name);
   if (::access(argv[0].c_str(), X_OK) != 0)
     return NotFound("cannot run " + name + ": '" + argv[0] + "' is not an executable (" + std::strerror(errno) + ")");
@@ -23,9 +23,18 @@ Result<pid_t> ChildProcesses::Start(const std::string& name, const std::vector<s
   const pid_t pid = ::fork();
   if (pid < 0) return Internal("fork for " + name + ": " + std::strerror(errno));
   if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(127);
-    ::setpgid(0, 0);
+    if (detached) {
+      ::setsid();  // its own session: no terminal, no parent-death signal, found again by `longhaul down`
+      const int null = ::open("/dev/null", O_RDONLY);
+      if (null >= 0) {
+        ::dup2(null, STDIN_FILENO);
+        ::close(null);
+      }
+    } else {
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != parent) ::_exit(127);
+      ::setpgid(0, 0);
+    }
     const int fd = ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd >= 0) {
       ::dup2(fd, STDOUT_FILENO);
@@ -50,6 +59,14 @@ std::string ChildProcesses::Exited() {
     }
   }
   return "";
+}
+
+std::vector<std::pair<std::string, pid_t>> ChildProcesses::Release() {
+  std::vector<std::pair<std::string, pid_t>> out;
+  for (const auto& c : children_)
+    if (c.running) out.emplace_back(c.name, c.pid);
+  children_.clear();
+  return out;
 }
 
 void ChildProcesses::StopAll(std::chrono::milliseconds grace) {

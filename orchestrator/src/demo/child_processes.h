@@ -1,7 +1,9 @@
 // ChildProcesses: processes the demo starts, each in its own process group with
 // output to a log file, all stopped (SIGTERM, then SIGKILL after a grace period)
 // when the set is destroyed. PR_SET_PDEATHSIG makes the kernel stop them even if
-// the demo itself is killed with SIGKILL.
+// the demo itself is killed with SIGKILL. Detached ones (`longhaul up`) lead
+// their own session instead, outlive the parent, and are handed over with
+// Release().
 #pragma once
 
 #include <sys/types.h>
@@ -21,7 +23,10 @@ class ChildProcesses {
   ChildProcesses(const ChildProcesses&) = delete;
   ChildProcesses& operator=(const ChildProcesses&) = delete;
 
-  Result<pid_t> Start(const std::string& name, const std::vector<std::string>& argv, const std::string& log_file);
+  Result<pid_t> Start(const std::string& name, const std::vector<std::string>& argv, const std::string& log_file,
+                      bool detached = false);
+  // Forgets every child without stopping it: (name, pid) of those running.
+  std::vector<std::pair<std::string, pid_t>> Release();
   // Name of a child that has exited (with its status), or empty.
   std::string Exited();
   void StopAll(std::chrono::milliseconds grace);

@@ -2,11 +2,13 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "child_processes.h"
+#include "process_manifest.h"
 #include "longhaul/orchestrator/control_client.h"
 #include "longhaul/orchestrator/endpoint_file.h"
 #include "longhaul/orchestrator/state_store.h"
@@ -65,6 +67,7 @@ LocalCluster::LocalCluster(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 
 LocalCluster::~LocalCluster() {
   impl_->client.reset();
+  if (detached_) return;  // the processes and their folder belong to `longhaul down` now
   impl_->children.StopAll(std::chrono::seconds(5));
   if (!work_.empty() && !impl_->options.keep_work_dir) {
     std::error_code ec;
@@ -87,13 +90,23 @@ void LocalCluster::Say(const std::string& line) const {
 
 Status LocalCluster::Boot() {
   const LocalClusterOptions& o = impl_->options;
-  std::string tmpl = o.work_dir_prefix + "XXXXXX";
-  if (!::mkdtemp(tmpl.data())) return Internal("cannot create a temporary directory from " + tmpl);
-  work_ = tmpl;
+  if (o.work_dir.empty()) {
+    std::string tmpl = o.work_dir_prefix + "XXXXXX";
+    if (!::mkdtemp(tmpl.data())) return Internal("cannot create a temporary directory from " + tmpl);
+    work_ = tmpl;
+  } else {
+    std::error_code ec;
+    if (fs::exists(o.work_dir, ec) && !fs::is_empty(o.work_dir, ec))
+      return FailedPrecondition(o.work_dir + " is not empty: a local cluster needs a folder of its own");
+    fs::create_directories(o.work_dir, ec);
+    if (ec) return Internal("cannot create " + o.work_dir + ": " + ec.message());
+    work_ = fs::absolute(o.work_dir);
+  }
   fs::create_directories(log_dir());
   LONGHAUL_RETURN_IF_ERROR(MakeKeys(work_ / "keys", o.regions));
   const fs::path keys = work_ / "keys";
   auto bin = [&](const std::string& name) { return (fs::path(o.bin_dir) / name).string(); };
+  const bool detached = o.detached;
   auto orch = impl_->children.Start(
       "orchestrator",
       {bin("longhaul-orchestrator"), "--bind", "tcp://127.0.0.1:0", "--init", "--state", state_file().string(), "--key",
@@ -101,10 +114,11 @@ Status LocalCluster::Boot() {
        "127.0.0.1:0", "--endpoint-file", (work_ / "orchestrator.endpoint").string(), "--checkpoint-dir",
        (work_ / "checkpoints").string(), "--heartbeat-ms", "250", "--heartbeat-misses", "8", "--round-timeout-s",
        std::to_string(o.round_timeout.count())},
-      (log_dir() / "orchestrator.log").string());
+      (log_dir() / "orchestrator.log").string(), detached);
   if (!orch.ok()) return orch.status();
   LONGHAUL_ASSIGN_OR_RETURN(auto ep, WaitForEndpointFile(work_ / "orchestrator.endpoint", std::chrono::seconds(15)));
   metrics_url_ = ep.metrics;
+  control_endpoint_ = ep.control;
   Say("orchestrator on " + ep.control + ", metrics " + ep.metrics);
   for (const auto& r : o.regions) {
     std::vector<std::string> argv = {
@@ -118,7 +132,7 @@ Status LocalCluster::Boot() {
                                                        Num(r.delay_ms), "--wan-jitter-ms", Num(r.jitter_ms)})
         argv.push_back(flag);
     }
-    auto agent = impl_->children.Start("agent " + r.name, argv, (log_dir() / (r.name + ".log")).string());
+    auto agent = impl_->children.Start("agent " + r.name, argv, (log_dir() / (r.name + ".log")).string(), detached);
     if (!agent.ok()) return agent.status();
     Say("agent " + r.name + (o.wan_emulation ? ": WAN " + Num(r.rate_mbit) + " Mbit/s, " + Num(r.delay_ms) +
                                                    " ms delay, " + Num(r.jitter_ms) + " ms jitter"
@@ -130,6 +144,32 @@ Status LocalCluster::Boot() {
   co.server_public_key = ep.public_key;
   LONGHAUL_ASSIGN_OR_RETURN(impl_->client, ControlClient::Connect(co));
   return WaitForRegions(std::chrono::seconds(60));
+}
+
+Status LocalCluster::Detach() {
+  if (!impl_->options.detached) return FailedPrecondition("the local cluster was not started detached");
+  LONGHAUL_RETURN_IF_ERROR(CheckAlive());
+  std::vector<ManifestEntry> entries;
+  std::string gone;
+  for (const auto& [name, pid] : impl_->children.Release()) {
+    auto e = EntryFor(pid, name);
+    if (e) {
+      entries.push_back(std::move(*e));
+    } else {
+      gone = name;
+    }
+  }
+  // Agents first: `longhaul down` stops them (and their workers) before the orchestrator.
+  std::stable_partition(entries.begin(), entries.end(),
+                        [](const ManifestEntry& e) { return e.name.rfind("agent ", 0) == 0; });
+  Status written = gone.empty() ? WriteManifest(manifest_file(), entries)
+                                : Unavailable(gone + " exited at start-up (see its log in " + log_dir().string() + ")");
+  if (!written.ok()) {
+    StopManifest(entries, std::chrono::seconds(5));
+    return written;
+  }
+  detached_ = true;
+  return Status::Ok();
 }
 
 Status LocalCluster::CheckAlive() {

@@ -35,6 +35,11 @@ struct LocalClusterOptions {
   bool wan_emulation = true;        // false: plain loopback, no longhaul-linkem links
   bool keep_work_dir = false;
   std::string work_dir_prefix = "/tmp/longhaul-cluster-";
+  // Set: the cluster lives in this folder (created; it must not exist or be
+  // empty) instead of a new one from work_dir_prefix.
+  std::string work_dir;
+  // The processes outlive this object once Detach() is called (`longhaul up`).
+  bool detached = false;
   // A small model's all-reduce takes well under a second even over an emulated
   // WAN; a lost chunk should cost seconds, not the default minute.
   std::chrono::seconds collective_timeout{15};
@@ -65,6 +70,12 @@ class LocalCluster {
   std::filesystem::path state_file() const { return work_ / "state.sqlite"; }
   std::filesystem::path log_dir() const { return work_ / "logs"; }
   const std::string& metrics_url() const { return metrics_url_; }
+  const std::string& control_endpoint() const { return control_endpoint_; }
+  std::filesystem::path manifest_file() const { return work_ / "up.processes"; }
+
+  // Leaves every process running (the cluster was started detached), records
+  // them in manifest_file() for StopManifest, and keeps the work directory.
+  Status Detach();
 
  private:
   struct Impl;
@@ -77,6 +88,8 @@ class LocalCluster {
   std::unique_ptr<Impl> impl_;
   std::filesystem::path work_;
   std::string metrics_url_;
+  std::string control_endpoint_;
+  bool detached_ = false;
 };
 
 // The entropy rate (nats/byte) of the spec's synthetic Markov data: the lowest
