@@ -171,9 +171,23 @@ class TextData:
     def batch(self, batch_size: int, generator: torch.Generator):
         """(x, y) LongTensors [batch_size, context]: random windows from this
         worker's slice; y is x shifted by one byte."""
-        high = self._train.numel() - self.context  # exclusive: start + context < len
-        starts = torch.randint(0, high, (batch_size,), generator=generator)
+        return self._windows(self._train, self._starts(batch_size, generator))
+
+    def starts_at(self, batch_size: int, seed: int, step: int) -> torch.Tensor:
+        """The window starts of job step `step`: a function of (seed, this slice,
+        step) alone, so a relaunched worker that resumes at step k draws what
+        step k draws, never the batches its region already trained on, and a
+        retried round draws its batches again."""
+        key = ((seed * 1_000_003 + self.slice_index) * 1_000_000_007 + step) % (1 << 63)
+        return self._starts(batch_size, torch.Generator().manual_seed(key))
+
+    def batch_at(self, starts: torch.Tensor):
+        """(x, y) for window starts from starts_at()."""
         return self._windows(self._train, starts)
+
+    def _starts(self, batch_size: int, generator: torch.Generator) -> torch.Tensor:
+        high = self._train.numel() - self.context  # exclusive: start + context < len
+        return torch.randint(0, high, (batch_size,), generator=generator)
 
     def val_batches(self, n: int, batch_size: int):
         """n fixed (x, y) batches spread evenly over the validation tail; the same

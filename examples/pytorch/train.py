@@ -125,7 +125,6 @@ def worker(args) -> int:
                     validation_fraction=cfg.data.text_file.validation_fraction,
                     region_index=cfg.region_index, region_count=cfg.region_count,
                     rank=cfg.rank, world_size=cfg.world_size)
-    gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + data.slice_index)
 
     torch.manual_seed(cfg.seed)  # every region must build identical initial parameters
     model = build_model(args)
@@ -159,7 +158,12 @@ def worker(args) -> int:
     losses = []
     while not diloco.finished:
         set_lr(opt, lr_at(diloco.job_step, cfg.inner.lr, cfg.inner.warmup_steps, total_steps))
-        x, y = data.batch(cfg.inner.batch_size, gen)
+        # The data position is the job step: a relaunched worker resumes there.
+        starts = data.starts_at(cfg.inner.batch_size, cfg.seed, diloco.job_step)
+        if args.trace_data:
+            print(f"data step {diloco.job_step} windows {','.join(str(int(s)) for s in starts)}",
+                  file=sys.stderr, flush=True)
+        x, y = data.batch_at(starts)
         loss = model.loss(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -196,6 +200,8 @@ def main(argv=None) -> int:
     ap.add_argument("--standalone", action="store_true", help="train without longhaul")
     ap.add_argument("--text", help="text file to train on (--standalone)")
     ap.add_argument("--steps", type=int, default=300, help="training steps (--standalone)")
+    ap.add_argument("--trace-data", action="store_true",
+                    help="print each step's window starts (worker mode; tests check a relaunch resumes the data)")
     args = ap.parse_args(argv)
     if args.standalone:
         if not args.text:

@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "real_cluster.h"
@@ -268,7 +269,9 @@ TEST_CASE("sdk: a killed PyTorch worker is relaunched and its region rejoins", "
   for (const auto& r : kClusterRegions) c.StartAgent(r);
   // Far longer than the test: it waits for the rejoin, checks, then cancels
   // (a relaunched Python worker needs seconds before it can rejoin).
-  const std::string job = c.Submit(ExampleSpec(c, 100000, 20));
+  v1::JobSpec spec = ExampleSpec(c, 100000, 20);
+  spec.mutable_worker()->mutable_command()->add_argv("--trace-data");  // each step's window starts in the log
+  const std::string job = c.Submit(spec);
   auto st = c.WaitFor(job, [](const v1::JobStatus& s) { return s.round() >= 3 || JobDone(s); }, 180s);
   INFO("job " << job << " " << st.state() << ": " << st.reason() << " (logs in " << c.dir << ")");
   REQUIRE(st.state() == "running");
@@ -287,7 +290,26 @@ TEST_CASE("sdk: a killed PyTorch worker is relaunched and its region rejoins", "
   for (size_t i = 0; i < rounds.size(); ++i) CHECK(rounds[i].round == i + 1);  // each round once, in order
   // The relaunched script was told it had been re-synchronised (it says so
   // when it joins, before its first round).
-  CHECK_THAT(ReadFile(c.dir / "us-east" / job / "worker-0.log"), Catch::Contains("resynced"));
+  const std::string log = ReadFile(c.dir / "us-east" / job / "worker-0.log");
+  CHECK_THAT(log, Catch::Contains("resynced"));
+  // The relaunched worker resumes the data where the job is: it draws none of
+  // the batches the killed one trained on (each step's windows are a function of
+  // the job step, not of how long the process has run).
+  std::set<std::string> killed, relaunched;
+  uint64_t first_step = 0;
+  bool second = false;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(" resynced from a live region") != std::string::npos) second = true;
+    if (line.rfind("data step ", 0) != 0) continue;
+    const auto at = line.find(" windows ");
+    if (second && relaunched.empty()) first_step = std::stoull(line.substr(10, at - 10));
+    (second ? relaunched : killed).insert(line.substr(at + 9));
+  }
+  REQUIRE_FALSE(killed.empty());
+  REQUIRE_FALSE(relaunched.empty());
+  CHECK(first_step >= 20);  // a later round's first step, not step 0
+  for (const auto& w : relaunched) CHECK(killed.count(w) == 0);
   CHECK(c.Cancel(job).state() == "cancelled");
 }
 
