@@ -4,6 +4,8 @@
 longhaul/torch.py); `longhaul.job_config()` is the job as the agent gave it.
 """
 
+from . import errors
 from .config import JobConfig, job_config
+from .errors import LonghaulError
 
-__all__ = ["JobConfig", "job_config"]
+__all__ = ["JobConfig", "LonghaulError", "errors", "job_config"]

@@ -55,10 +55,9 @@ the parameters over the WAN.
 
 import torch
 
-from . import _native
+from . import _native, errors
 from .config import JobConfig, from_json, job_config
-
-LonghaulError = _native.LonghaulError
+from .errors import LonghaulError
 
 NONE = "none"
 COMMITTED = "committed"
@@ -66,7 +65,7 @@ ROLLED_BACK = "rolled_back"
 RESYNCED = "resynced"
 FINISHED = "finished"
 
-__all__ = ["DiLoCo", "JobConfig", "LonghaulError", "job_config", "flatten_parameters", "bind_optimizer_state",
+__all__ = ["DiLoCo", "JobConfig", "LonghaulError", "errors", "job_config", "flatten_parameters", "bind_optimizer_state",
            "NONE", "COMMITTED", "ROLLED_BACK", "RESYNCED", "FINISHED"]
 
 
@@ -245,7 +244,7 @@ class DiLoCo:
         hi = lo + self._flat.numel() * self._flat.element_size()
         for t in self._aliased:
             if not lo <= t.data_ptr() < hi:
-                raise LonghaulError("the model's parameters or buffers no longer live in longhaul's flat buffer "
+                raise errors.FailedPrecondition("the model's parameters or buffers no longer live in longhaul's flat buffer "
                                     "(was the model moved with .to(), a parameter's .data replaced or a "
                                     "state_dict loaded with assign?)")
 

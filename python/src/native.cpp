@@ -21,10 +21,11 @@ namespace ls = longhaul::session;
 
 namespace {
 
-PyObject* g_error = nullptr;
-
+// A Status as the Python class of its code (longhaul/errors.py: one per
+// StatusCode, all subclasses of LonghaulError).
 [[noreturn]] void Raise(const longhaul::Status& s) {
-  PyErr_SetString(g_error, s.ToString().c_str());
+  py::object cls = py::module_::import("longhaul.errors").attr("error_class")(static_cast<int>(s.code()));
+  PyErr_SetObject(cls.ptr(), cls(s.ToString()).ptr());
   throw py::error_already_set();
 }
 
@@ -147,8 +148,7 @@ class PySession {
 
 PYBIND11_MODULE(_native, m) {
   m.doc() = "longhaul worker library (use longhaul.torch)";
-  static py::exception<std::runtime_error> error(m, "LonghaulError");
-  g_error = error.ptr();
+  m.attr("LonghaulError") = py::module_::import("longhaul.errors").attr("LonghaulError");
   m.def("job_config_json", [] { return Unwrap(ls::JobConfigJsonFromEnvironment()); },
         "The job as JSON, read from the environment the agent set (no connection made).");
   m.def("parameter_hash", [](uintptr_t data, size_t n) {

@@ -142,8 +142,9 @@ def test_outside_a_job_the_sdk_says_so(monkeypatch):
     for k in list(os.environ):
         if k.startswith("LONGHAUL_"):
             monkeypatch.delenv(k)
-    with pytest.raises(lh.LonghaulError, match="LONGHAUL_AGENT_ENDPOINT is not set"):
+    with pytest.raises(lh.errors.FailedPrecondition, match="LONGHAUL_AGENT_ENDPOINT is not set") as e:
         _native.job_config_json()
+    assert isinstance(e.value, lh.LonghaulError) and e.value.code == 4 and e.value.code_name == "FAILED_PRECONDITION"
     with pytest.raises(lh.LonghaulError, match="started by a longhaul agent"):
         lh.DiLoCo(Tiny())
 
@@ -153,7 +154,7 @@ def test_a_bad_environment_variable_is_named(monkeypatch, tmp_path):
     monkeypatch.setenv("LONGHAUL_ASSIGNMENT", str(tmp_path / "missing.pb"))
     monkeypatch.setenv("LONGHAUL_REGION", "eu")
     monkeypatch.setenv("LONGHAUL_RANK", "zero")
-    with pytest.raises(lh.LonghaulError, match="LONGHAUL_RANK must be an integer"):
+    with pytest.raises(lh.errors.InvalidArgument, match="LONGHAUL_RANK must be an integer"):
         _native.job_config_json()
     monkeypatch.setenv("LONGHAUL_RANK", "0")
     monkeypatch.setenv("LONGHAUL_STORE_DIR", str(tmp_path))
@@ -175,3 +176,21 @@ def test_package_exports():
     assert longhaul.job_config is lh.job_config
     assert {lh.NONE, lh.COMMITTED, lh.ROLLED_BACK, lh.RESYNCED, lh.FINISHED} == {
         "none", "committed", "rolled_back", "resynced", "finished"}
+
+
+def test_every_status_code_has_its_error_class_with_the_c_abi_value():
+    import re
+    header = os.path.join(os.path.dirname(__file__), "..", "..", "region_agent", "session", "include", "longhaul",
+                          "session", "c_api.h")
+    with open(header) as f:
+        text = f.read()
+    status_enum = text[text.index("/* Status codes"):text.index("/* Events")]
+    codes = {name: int(value) for name, value in re.findall(r"LH_([A-Z_]+) = (\d+)", status_enum)}
+    assert codes.pop("OK") == 0
+    assert len(codes) == len(lh.errors.BY_CODE) == 13
+    for name, value in codes.items():
+        cls = lh.errors.error_class(value)
+        assert cls.code == value and cls.code_name == name
+        assert issubclass(cls, lh.LonghaulError) and issubclass(cls, RuntimeError)
+    assert lh.errors.error_class(99) is lh.LonghaulError
+    assert longhaul.LonghaulError is lh.LonghaulError is _native.LonghaulError
