@@ -5,6 +5,8 @@
 #include <signal.h>
 
 #include <fstream>
+#include <cstring>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -96,6 +98,49 @@ TEST_CASE("sdk: the built-in trainer through the C ABI commits the same hashes a
   const auto ha = Hashes(c, a), hb = Hashes(c, b);
   REQUIRE(ha.size() == 3);
   CHECK(ha == hb);  // every round, bit for bit
+}
+
+TEST_CASE("sdk: the C ABI has the Python features: checkpoint tensor names, eval, outer state save and load",
+          "[sdk][c_api]") {
+  RealCluster c("sdk-c-features");
+  c.StartOrchestrator();
+  for (int i = 0; i < 2; ++i) c.StartAgent(kClusterRegions[i]);
+  v1::JobSpec s = CommandSpec(c, {kBin + "/c_features_worker", "1000"}, 3, 4);
+  s.set_checkpoint_interval(1);
+  const std::string job = c.Submit(s);
+  auto st = c.WaitFor(job, JobDone, 120s);
+  INFO("reason: " << st.reason() << " (logs in " << c.dir << ")");
+  REQUIRE(st.state() == "succeeded");
+  const auto rounds = c.Rounds(job);
+  REQUIRE(rounds.size() == 3);
+  for (int i = 0; i < 2; ++i) REQUIRE(c.agents[kClusterRegions[i]].WaitForLine("job " + job + ": all processes stopped", 60000ms));
+  const std::string log = ReadFile(c.dir / "eu-west" / job / "worker-0.log");
+  CHECK_THAT(log, Catch::Contains("resynced_at_start 0"));
+  // The eval callback's value is the round's validation loss.
+  const auto at = log.find("eval ");
+  REQUIRE(at != std::string::npos);
+  CHECK(std::stod(log.substr(at + 5)) == Approx(rounds[0].val_loss).epsilon(1e-12));
+  CHECK(rounds[0].val_loss > 0);
+  // The outer state after round 1 is the Nesterov momentum: there, and moved.
+  std::smatch saved, loaded;
+  REQUIRE(std::regex_search(log, saved, std::regex("saved round 1: outer floats (\\d+) nonzero (\\d+) hash (\\w+)")));
+  CHECK(std::stoul(saved[1]) > 0);
+  CHECK(std::stoul(saved[2]) > 0);
+  CHECK(saved[3] == rounds[0].param_hash);
+  // Loaded back after round 2 in every region: theta is round 1's again, and
+  // round 3 (trained from it) still commits with both regions agreeing.
+  REQUIRE(std::regex_search(log, loaded, std::regex("loaded round 1 state: hash (\\w+)")));
+  CHECK(loaded[1] == rounds[0].param_hash);
+  CHECK(rounds[2].participants.size() == 2);
+  // The checkpoint names the tensors the worker declared (safetensors header).
+  REQUIRE_FALSE(rounds[2].checkpoints.empty());
+  const std::string ckpt = ReadFile(rounds[2].checkpoints[0].second);
+  REQUIRE(ckpt.size() > 8);
+  uint64_t header = 0;
+  std::memcpy(&header, ckpt.data(), 8);
+  const std::string json = ckpt.substr(8, header);
+  CHECK_THAT(json, Catch::Contains("\"params.w\"") && Catch::Contains("[996]") && Catch::Contains("\"params.b\"") &&
+                       Catch::Contains("[2,2]"));
 }
 
 TEST_CASE("sdk: a PyTorch worker and a C worker making the same updates commit the same hashes", "[sdk]") {

@@ -2,9 +2,11 @@
 // entry point catches, stores the message for lh_last_error and returns a code.
 #include "longhaul/session/c_api.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "longhaul/common/checksum.h"
 #include "longhaul/session/job_config_json.h"
@@ -58,6 +60,9 @@ int EventCode(longhaul::session::StepEvent e) {
 struct lh_session {
   std::unique_ptr<longhaul::session::Session> session;
   std::string config_json;
+  std::vector<longhaul::trainer::TensorView> tensors;  // lh_session_add_tensor, for start
+  lh_eval_fn eval = nullptr;                           // lh_session_set_eval, for start
+  void* eval_user_data = nullptr;
 };
 
 extern "C" {
@@ -82,6 +87,34 @@ int lh_session_open(lh_session** out) {
 
 const char* lh_session_job_config_json(const lh_session* s) { return s ? s->config_json.c_str() : ""; }
 
+int lh_session_add_tensor(lh_session* s, const char* name, const int64_t* shape, uint32_t ndim, uint64_t offset,
+                          uint64_t numel) {
+  return Guard([&] {
+    if (s == nullptr || name == nullptr || (shape == nullptr && ndim > 0))
+      return Fail(longhaul::InvalidArgument("lh_session_add_tensor: needs a session, a name and the shape"));
+    if (s->session->replica() != nullptr)
+      return Fail(longhaul::FailedPrecondition("lh_session_add_tensor: the session has started"));
+    longhaul::trainer::TensorView t;
+    t.name = name;
+    t.shape.assign(shape, shape + ndim);
+    t.offset = offset;
+    t.numel = numel;
+    s->tensors.push_back(std::move(t));  // their tiling is checked at start
+    return Ok();
+  });
+}
+
+int lh_session_set_eval(lh_session* s, lh_eval_fn fn, void* user_data) {
+  return Guard([&] {
+    if (s == nullptr) return Fail(longhaul::InvalidArgument("lh_session_set_eval: session is NULL"));
+    if (s->session->replica() != nullptr)
+      return Fail(longhaul::FailedPrecondition("lh_session_set_eval: the session has started"));
+    s->eval = fn;
+    s->eval_user_data = user_data;
+    return Ok();
+  });
+}
+
 int lh_session_start_model(lh_session* s, float* params, uint64_t num_params, uint64_t num_buffers,
                            float* const* optimizer_state, uint64_t num_optimizer_state) {
   return Guard([&] {
@@ -92,6 +125,19 @@ int lh_session_start_model(lh_session* s, float* params, uint64_t num_params, ui
       return Fail(longhaul::InvalidArgument("lh_session_start_model: optimizer_state is NULL"));
     longhaul::session::StartOptions options;
     options.buffers = num_buffers;
+    options.tensors = s->tensors;
+    if (s->eval != nullptr) {
+      options.validation = [fn = s->eval, user = s->eval_user_data](std::span<const float>) -> longhaul::Result<double> {
+        double loss = 0;
+        const int code = fn(user, &loss);
+        if (code != LH_OK) {
+          const bool known = code > LH_OK && code <= LH_INTERNAL;
+          return longhaul::Status(known ? static_cast<StatusCode>(code) : StatusCode::kInternal,
+                                  "the eval callback returned " + std::to_string(code));
+        }
+        return loss;
+      };
+    }
     for (uint64_t i = 0; i < num_optimizer_state; ++i) {
       if (optimizer_state[i] == nullptr)
         return Fail(longhaul::InvalidArgument("lh_session_start_model: optimizer_state[" + std::to_string(i) +
@@ -142,6 +188,39 @@ uint32_t lh_session_round(const lh_session* s) { return s ? s->session->round() 
 uint32_t lh_session_committed_round(const lh_session* s) { return s ? s->session->committed_round() : 0; }
 uint64_t lh_session_job_step(const lh_session* s) { return s ? s->session->job_step() : 0; }
 const float* lh_session_theta(const lh_session* s) { return s ? s->session->theta().data() : nullptr; }
+int lh_session_resynced_at_start(const lh_session* s) { return s != nullptr && s->session->resynced_at_start() ? 1 : 0; }
+
+uint64_t lh_session_outer_state_size(const lh_session* s) {
+  if (s == nullptr || s->session->replica() == nullptr) return 0;
+  return s->session->replica()->OuterState().size();
+}
+
+int lh_session_outer_state(const lh_session* s, float* out, uint64_t size) {
+  return Guard([&] {
+    if (s == nullptr || s->session->replica() == nullptr)
+      return Fail(longhaul::FailedPrecondition("lh_session_outer_state: the session has not started"));
+    const std::vector<float> state = s->session->replica()->OuterState();
+    if (size != state.size() || (out == nullptr && size > 0)) {
+      return Fail(longhaul::InvalidArgument("lh_session_outer_state: the state holds " + std::to_string(state.size()) +
+                                            " floats, got a buffer of " + std::to_string(size)));
+    }
+    std::copy(state.begin(), state.end(), out);
+    return Ok();
+  });
+}
+
+int lh_session_load_state(lh_session* s, const float* theta, uint64_t num_params, const float* outer,
+                          uint64_t outer_size) {
+  return Guard([&] {
+    if (s == nullptr || s->session->replica() == nullptr)
+      return Fail(longhaul::FailedPrecondition("lh_session_load_state: the session has not started"));
+    if (theta == nullptr || (outer == nullptr && outer_size > 0))
+      return Fail(longhaul::InvalidArgument("lh_session_load_state: theta or outer is NULL"));
+    const longhaul::Status st = s->session->replica()->LoadState(std::span<const float>(theta, num_params),
+                                                                 std::span<const float>(outer, outer_size));
+    return st.ok() ? Ok() : Fail(st);
+  });
+}
 
 int lh_session_theta_hash(const lh_session* s, char* buf, uint64_t size) {
   return Guard([&] {

@@ -71,6 +71,17 @@ LH_API int lh_session_open(lh_session** out);
 /* The job as JSON (nested objects: sync, inner, outer, compression, data,
  * worker), owned by the session. */
 LH_API const char* lh_session_job_config_json(const lh_session* s);
+/* Before start: names a tensor of the flat vector for checkpoints (safetensors):
+ * ndim dimensions in shape, numel floats from offset. Tensors must tile the
+ * vector in order; without any, the checkpoint holds one tensor "flat". */
+LH_API int lh_session_add_tensor(lh_session* s, const char* name, const int64_t* shape, uint32_t ndim,
+                                 uint64_t offset, uint64_t numel);
+/* Before start: the validation loss, reported to `longhaul status` and the
+ * metrics. Called on the region's first worker right after each outer step,
+ * with params holding the new parameters; returns LH_OK and sets *loss, or an
+ * LH_* code, which fails the round. */
+typedef int (*lh_eval_fn)(void* user_data, double* loss);
+LH_API int lh_session_set_eval(lh_session* s, lh_eval_fn fn, void* user_data);
 LH_API int lh_session_start(lh_session* s, float* params, uint64_t num_params);
 /* As lh_session_start, with the rest of the model's state:
  * - buffers (state the optimizer does not train, e.g. BatchNorm running
@@ -97,8 +108,20 @@ LH_API int lh_session_finished(const lh_session* s);
 LH_API uint32_t lh_session_round(const lh_session* s);
 LH_API uint32_t lh_session_committed_round(const lh_session* s);
 LH_API uint64_t lh_session_job_step(const lh_session* s);
+/* 1 when this worker joined a running job and received its state from a live
+ * region at start (a relaunched worker): reset schedules from lh_session_job_step. */
+LH_API int lh_session_resynced_at_start(const lh_session* s);
 /* The global parameters theta (num_params floats; valid after start). */
 LH_API const float* lh_session_theta(const lh_session* s);
+/* This worker's outer-optimizer state (its shard's momentum): its size in floats,
+ * and a copy into out (size floats). With theta, what a user checkpoint saves. */
+LH_API uint64_t lh_session_outer_state_size(const lh_session* s);
+LH_API int lh_session_outer_state(const lh_session* s, float* out, uint64_t size);
+/* Loads theta (num_params floats, into params too) and this worker's outer state
+ * before a round's first inner step. Every region must load the same state, or
+ * the next commit's hashes disagree. */
+LH_API int lh_session_load_state(lh_session* s, const float* theta, uint64_t num_params, const float* outer,
+                                 uint64_t outer_size);
 /* Copies ParameterHash(theta) (what the round reports) into buf, NUL-terminated. */
 LH_API int lh_session_theta_hash(const lh_session* s, char* buf, uint64_t size);
 LH_API void lh_session_close(lh_session* s);
