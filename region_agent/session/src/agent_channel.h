@@ -20,20 +20,19 @@
 
 #include "longhaul/common/status.h"
 #include "longhaul/common/timeouts.h"
+#include "longhaul/session/agent_link.h"
 #include "longhaul/v1/control.pb.h"
 
 namespace longhaul::session {
 
-class AgentChannel {
+class AgentChannel final : public AgentLink {
  public:
-  using Watcher = std::function<void(const v1::ControlMessage&)>;
   // `sender` names this worker in every message ("region/rank").
   static Result<std::unique_ptr<AgentChannel>> Connect(const std::string& endpoint, std::string sender, Watcher watcher);
-  ~AgentChannel();
+  ~AgentChannel() override;
 
-  void Send(v1::ControlMessage msg);
-  // The next message, waiting until `deadline`; nullopt on timeout.
-  std::optional<v1::ControlMessage> Next(Deadline deadline);
+  void Send(v1::ControlMessage msg) override;
+  std::optional<v1::ControlMessage> Next(Deadline deadline) override;
 
  private:
   AgentChannel(std::string sender, Watcher watcher) : sender_(std::move(sender)), watcher_(std::move(watcher)) {}

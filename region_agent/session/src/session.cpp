@@ -44,29 +44,36 @@ Session::~Session() {
 
 Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
   LONGHAUL_RETURN_IF_ERROR(options.Validate());
-  std::unique_ptr<Session> s(new Session(options));
+  Collaborators c;
+  c.connect = [&options](AgentLink::Watcher watcher) -> Result<std::unique_ptr<AgentLink>> {
+    LONGHAUL_ASSIGN_OR_RETURN(auto channel,
+                              AgentChannel::Connect(options.agent_endpoint,
+                                                    options.region + "/" + std::to_string(options.rank), watcher));
+    return std::unique_ptr<AgentLink>(std::move(channel));
+  };
+  v1::JobAssignment assignment;
   Status status = [&]() -> Status {
     std::ifstream in(options.assignment_file, std::ios::binary);
     if (!in) return NotFound("cannot read the job assignment " + options.assignment_file.string());
-    if (!s->assignment_.ParseFromIstream(&in)) {
+    if (!assignment.ParseFromIstream(&in)) {
       return DataLoss("job assignment " + options.assignment_file.string() + " does not parse");
     }
-    LONGHAUL_ASSIGN_OR_RETURN(s->config_, region_agent::ParseJobAssignment(s->assignment_));
-    if (static_cast<uint32_t>(options.rank) >= s->config_.workers) {
+    LONGHAUL_ASSIGN_OR_RETURN(auto config, region_agent::ParseJobAssignment(assignment));
+    if (static_cast<uint32_t>(options.rank) >= config.workers) {
       return InvalidArgument("rank " + std::to_string(options.rank) + " is outside the job's " +
-                             std::to_string(s->config_.workers) + " workers per region");
+                             std::to_string(config.workers) + " workers per region");
     }
     trainer::GlooGroupOptions gloo;
     gloo.store_dir = options.store_dir;
-    gloo.prefix = s->config_.job_id;  // the folder is fresh per launch, so the job id is unique enough
+    gloo.prefix = config.job_id;  // the folder is fresh per launch, so the job id is unique enough
     gloo.rank = options.rank;
-    gloo.size = static_cast<int>(s->config_.workers);
+    gloo.size = static_cast<int>(config.workers);
     gloo.timeout = options.collective_timeout;
     auto group = trainer::MakeGlooGroup(gloo);
     if (!group.ok()) return group.status().WithContext("intra-region group");
-    s->group_ = std::move(*group);
+    c.group = std::move(*group);
     region_agent::WanPortOptions wopts;
-    wopts.job_id = s->config_.job_id;
+    wopts.job_id = config.job_id;
     wopts.host = options.wan_host;
     wopts.insecure = options.insecure;
     wopts.key_file = options.key_file;
@@ -74,14 +81,43 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
     wopts.link_io = options.link_io;
     auto wan = region_agent::BindWanPort(wopts);
     if (!wan.ok()) return wan.status().WithContext("WAN port");
-    s->wan_ = std::move(*wan);
+    c.wan = std::move(*wan);
     return Status::Ok();
   }();
+  if (!status.ok()) {
+    // Still tell the agent (it reports the job) before giving up.
+    std::unique_ptr<Session> s(new Session(options));
+    s->assignment_ = std::move(assignment);
+    auto link = c.connect([](const v1::ControlMessage&) {});
+    if (!link.ok()) return link.status();
+    s->channel_ = std::move(*link);
+    s->ReportStartFailure(status);
+    return status;
+  }
+  return Create(options, std::move(assignment), std::move(c));
+}
+
+Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options, v1::JobAssignment assignment,
+                                                 Collaborators c) {
+  std::unique_ptr<Session> s(new Session(options));
+  s->assignment_ = std::move(assignment);
+  Status status = [&]() -> Status {
+    LONGHAUL_ASSIGN_OR_RETURN(s->config_, region_agent::ParseJobAssignment(s->assignment_));
+    if (static_cast<uint32_t>(options.rank) >= s->config_.workers) {
+      return InvalidArgument("rank " + std::to_string(options.rank) + " is outside the job's " +
+                             std::to_string(s->config_.workers) + " workers per region");
+    }
+    if (c.group == nullptr || c.wan == nullptr || !c.connect)
+      return InvalidArgument("a session needs its intra-region group, WAN port and agent link");
+    s->group_ = std::move(c.group);
+    s->wan_ = std::move(c.wan);
+    return Status::Ok();
+  }();
+  if (!c.connect) return status;
   // Connected last: the watcher may cancel the WAN exchange from its thread.
-  auto channel = AgentChannel::Connect(options.agent_endpoint, options.region + "/" + std::to_string(options.rank),
-                                       [p = s.get()](const v1::ControlMessage& m) { p->Watch(m); });
-  if (!channel.ok()) return channel.status();
-  s->channel_ = std::move(*channel);
+  auto link = c.connect([p = s.get()](const v1::ControlMessage& m) { p->Watch(m); });
+  if (!link.ok()) return link.status();
+  s->channel_ = std::move(*link);
   if (!status.ok()) {
     s->ReportStartFailure(status);
     return status;

@@ -35,13 +35,12 @@
 #include "longhaul/region_agent/job_config.h"
 #include "longhaul/region_agent/region_replica.h"
 #include "longhaul/region_agent/wan_port.h"
+#include "longhaul/session/agent_link.h"
 #include "longhaul/session/session_options.h"
 #include "longhaul/sync_policies/in_process_link.h"
 #include "longhaul/trainer/intra_region.h"
 
 namespace longhaul::session {
-
-class AgentChannel;
 
 enum class StepEvent {
   kNone,        // an inner step like any other
@@ -72,6 +71,16 @@ class Session {
   // Reads the assignment, connects to the agent, forms the intra-region group
   // (every worker of the region must call Open) and binds the WAN listener.
   static Result<std::unique_ptr<Session>> Open(const SessionOptions& options);
+  // A session over given collaborators (Open passes the real ones; tests pass
+  // fakes and drive every protocol branch in-process): the region's group, the
+  // WAN port, and the agent link, connected last with the session's watcher.
+  struct Collaborators {
+    std::unique_ptr<trainer::IntraRegionGroup> group;
+    std::unique_ptr<region_agent::WanPort> wan;
+    AgentLinkFactory connect;
+  };
+  static Result<std::unique_ptr<Session>> Create(const SessionOptions& options, v1::JobAssignment assignment,
+                                                 Collaborators collaborators);
   ~Session();
 
   const region_agent::JobConfig& config() const { return config_; }
@@ -133,7 +142,7 @@ class Session {
   v1::JobAssignment assignment_;
   std::unique_ptr<trainer::IntraRegionGroup> group_;
   std::unique_ptr<region_agent::WanPort> wan_;
-  std::unique_ptr<AgentChannel> channel_;
+  std::unique_ptr<AgentLink> channel_;
   std::unique_ptr<region_agent::InnerState> owned_inner_;  // from StartOptions::optimizer_state
   std::unique_ptr<region_agent::RegionReplica> replica_;
   std::unique_ptr<sync_policies::CollectiveLink> round_link_;  // outlives its round: peers may still read
