@@ -263,6 +263,18 @@ TEST_CASE("sdk: BatchNorm statistics are averaged across regions, and code after
     CHECK_THAT(final0, Catch::StartsWith("finished round 3 held-out "));
     CHECK(final0 == final1);
   }
+  // Cancelled: SIGTERM first, so a handler's cleanup runs before the grace ends.
+  const fs::path dir = out.path() / "cancelled";
+  fs::create_directories(dir);
+  v1::JobSpec s = CommandSpec(c, {kPython, kSource + "/tests/sdk/workers/batchnorm_worker.py", dir.string()}, 100000, 5);
+  const std::string job = c.Submit(s);
+  auto st = c.WaitFor(job, [](const v1::JobStatus& s) { return s.round() >= 2 || JobDone(s); }, 120s);
+  REQUIRE(st.state() == "running");
+  CHECK(c.Cancel(job).state() == "cancelled");
+  for (int i = 0; i < 2; ++i)
+    REQUIRE(c.agents[kClusterRegions[i]].WaitForLine("job " + job + ": all processes stopped", 60000ms));
+  for (int i = 0; i < 2; ++i)
+    CHECK_THAT(ReadFile(dir / (std::to_string(i) + ".terminated")), Catch::StartsWith("terminated at committed round"));
 }
 
 TEST_CASE("sdk: the PyTorch example runs across 3 regions behind emulated WAN links", "[sdk]") {

@@ -14,9 +14,11 @@ statistics' sums, in full precision: the test compares the regions' lines.
 With OUT_DIR, the code after the training loop runs the way a user's final
 evaluation and save would: a pass over a large held-out set (a noticeable
 moment of work), then OUT_DIR/<region index>.txt with the last event, the
-committed round and the same figures.
+committed round and the same figures. On SIGTERM (the job was cancelled) it
+writes OUT_DIR/<region index>.terminated with the committed round and exits 0.
 """
 import os
+import signal
 import sys
 
 import torch
@@ -53,6 +55,14 @@ def evaluate():
     return loss
 
 
+def on_sigterm(signum, frame):
+    if len(sys.argv) > 1:
+        with open(os.path.join(sys.argv[1], f"{cfg.region_index}.terminated"), "w") as f:
+            f.write(f"terminated at committed round {diloco.committed_round}\n")
+    sys.exit(0)
+
+
+signal.signal(signal.SIGTERM, on_sigterm)
 diloco = lh.DiLoCo(model, eval_fn=evaluate)
 opt = torch.optim.AdamW(model.parameters(), lr=cfg.inner.lr)
 printed = 0
