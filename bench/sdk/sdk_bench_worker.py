@@ -35,7 +35,7 @@ VOCAB = 256
 
 
 class ByteLMShapes(nn.Module):
-    """The built-in trainer's ByteLM tensors (region_agent/trainer/src/model.cpp)
+    """The built-in trainer's ByteLM tensors (trainer/src/model.cpp)
     in the same order and shapes; never run forward, only carried."""
 
     def __init__(self, context: int, embed: int, hidden: int, layers: int):

@@ -57,7 +57,7 @@ Status CheckPreset(const char* field, std::string_view preset) {
 }
 
 Status CheckBuiltinDim(std::string_view name, uint32_t value) {
-  // trainer::ModelConfig::Validate's ranges (region_agent/trainer/src/presets.cpp).
+  // trainer::ModelConfig::Validate's ranges (trainer/src/presets.cpp).
   const uint32_t max = name == "context" ? 4096 : name == "layers" ? 64 : 65536;
   if (value > max)
     return Bad("worker." + std::string(name),

@@ -180,8 +180,7 @@ def test_package_exports():
 
 def test_every_status_code_has_its_error_class_with_the_c_abi_value():
     import re
-    header = os.path.join(os.path.dirname(__file__), "..", "..", "region_agent", "session", "include", "longhaul",
-                          "session", "c_api.h")
+    header = os.path.join(os.path.dirname(__file__), "..", "..", "worker", "include", "longhaul", "session", "c_api.h")
     with open(header) as f:
         text = f.read()
     status_enum = text[text.index("/* Status codes"):text.index("/* Events")]

@@ -5,7 +5,7 @@
 
 #include "longhaul/proto/frame.h"
 #include "longhaul/region_agent/capacity.h"
-#include "longhaul/region_agent/job_config.h"
+#include "longhaul/worker/job_config.h"
 #include "longhaul/region_agent/region_report.h"
 #include "longhaul/sync_policies/compressor.h"
 
@@ -192,7 +192,7 @@ void Agent::OnAssignment(const v1::JobAssignment& a) {
     }
     return;
   }
-  auto config = AdmitJob(a, options_.region, options_.workers);
+  auto config = worker::AdmitJob(a, options_.region, options_.workers);
   if (!config.ok()) return Reject(a.job_id(), config.status());
   if (auto old = jobs_.find(a.job_id()); old != jobs_.end()) {
     // Assigned again while its previous launch here is still stopping (a worker

@@ -32,7 +32,7 @@ std::string StripScheme(const std::string& endpoint) {
 
 }  // namespace
 
-Result<std::unique_ptr<RegionJob>> RegionJob::Launch(const JobConfig& config, const v1::JobAssignment& assignment,
+Result<std::unique_ptr<RegionJob>> RegionJob::Launch(const worker::JobConfig& config, const v1::JobAssignment& assignment,
                                                      const JobLaunchOptions& options) {
   std::unique_ptr<RegionJob> job(new RegionJob());
   job->config_ = config;

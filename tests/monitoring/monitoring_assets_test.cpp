@@ -60,7 +60,7 @@ std::string ReadFile(const fs::path& p) {
 std::set<std::string> ExportedMetricNames() {
   std::set<std::string> names;
   const std::regex quoted("\"(longhaul_[a-z0-9_]+)\"");
-  for (const char* component : {"orchestrator", "region_agent", "wan_transport"}) {
+  for (const char* component : {"orchestrator", "region_agent", "worker", "wan_transport"}) {
     for (const auto& e : fs::recursive_directory_iterator(fs::path(LONGHAUL_SOURCE_DIR) / component)) {
       if (e.path().extension() != ".cpp" && e.path().extension() != ".h") continue;
       const std::string text = ReadFile(e.path());

@@ -8,12 +8,13 @@
 #include <nlohmann/json.hpp>
 
 #include "longhaul/proto/job_defaults.h"
-#include "longhaul/region_agent/job_config.h"
+#include "longhaul/worker/job_config.h"
 #include "longhaul/session/job_config_json.h"
 #include "longhaul/region_agent/region_report.h"
-#include "longhaul/region_agent/shard_layout.h"
+#include "longhaul/worker/shard_layout.h"
 
 namespace lr = longhaul::region_agent;
+namespace lw = longhaul::worker;
 using longhaul::StatusCode;
 
 namespace {
@@ -35,7 +36,7 @@ longhaul::v1::JobAssignment Good() {
 }  // namespace
 
 TEST_CASE("region_agent: A well-formed assignment is admitted with defaults filled in", "[job_config]") {
-  auto job = lr::AdmitJob(Good(), "eu", 4);
+  auto job = lw::AdmitJob(Good(), "eu", 4);
   REQUIRE(job.ok());
   CHECK(job->workers == 2);
   CHECK(job->schedule.inner_steps == 5);
@@ -46,37 +47,37 @@ TEST_CASE("region_agent: A well-formed assignment is admitted with defaults fill
 TEST_CASE("region_agent: Bad assignments are refused with a message naming the problem", "[job_config]") {
   auto a = Good();
   a.mutable_spec()->set_model_preset("gigantic");
-  auto r = lr::AdmitJob(a, "eu", 4);
+  auto r = lw::AdmitJob(a, "eu", 4);
   REQUIRE(!r.ok());
   CHECK(r.status().code() == StatusCode::kInvalidArgument);
   CHECK(r.status().message().find("gigantic") != std::string::npos);
 
-  r = lr::AdmitJob(Good(), "eu", 1);
+  r = lw::AdmitJob(Good(), "eu", 1);
   REQUIRE(!r.ok());
   CHECK(r.status().code() == StatusCode::kResourceExhausted);
 
   a = Good();
   a.mutable_spec()->mutable_data()->mutable_text_file()->set_path("/nonexistent/corpus.txt");
   longhaul::proto::FillJobDefaults(a.mutable_spec());  // admission: the text source's defaults
-  r = lr::AdmitJob(a, "eu", 4);
+  r = lw::AdmitJob(a, "eu", 4);
   REQUIRE(!r.ok());
   CHECK(r.status().code() == StatusCode::kNotFound);
   CHECK(r.status().message().find("/nonexistent/corpus.txt") != std::string::npos);
 
-  CHECK(!lr::AdmitJob(Good(), "us", 4).ok());          // meant for another region
+  CHECK(!lw::AdmitJob(Good(), "us", 4).ok());          // meant for another region
   a = Good();
   a.set_job_id("../../etc");
-  CHECK(!lr::AdmitJob(a, "eu", 4).ok());               // unsafe job id
+  CHECK(!lw::AdmitJob(a, "eu", 4).ok());               // unsafe job id
   a = Good();
   a.clear_spec();
-  CHECK(!lr::AdmitJob(a, "eu", 4).ok());               // malformed: no spec
+  CHECK(!lw::AdmitJob(a, "eu", 4).ok());               // malformed: no spec
   a = Good();
   a.mutable_spec()->mutable_sync()->set_kind("gossip");
-  CHECK(!lr::AdmitJob(a, "eu", 4).ok());               // unknown sync kind
+  CHECK(!lw::AdmitJob(a, "eu", 4).ok());               // unknown sync kind
   a = Good();
   a.mutable_spec()->mutable_outer()->set_name("lion");
   a.mutable_spec()->mutable_outer()->set_lr(0.5);
-  CHECK(!lr::AdmitJob(a, "eu", 4).ok());               // unknown outer optimizer
+  CHECK(!lw::AdmitJob(a, "eu", 4).ok());               // unknown outer optimizer
 }
 
 TEST_CASE("region_agent: Custom worker dimensions override the preset and reach JobConfig.model", "[job_config]") {
@@ -86,7 +87,7 @@ TEST_CASE("region_agent: Custom worker dimensions override the preset and reach 
   b->set_preset("small");
   b->set_embed(32);
   b->set_layers(2);
-  auto job = lr::AdmitJob(a, "eu", 4);
+  auto job = lw::AdmitJob(a, "eu", 4);
   REQUIRE(job.ok());
   CHECK_FALSE(job->command.has_value());
   CHECK(job->has_data);
@@ -98,26 +99,26 @@ TEST_CASE("region_agent: Custom worker dimensions override the preset and reach 
 
   a = Good();  // model_preset tiny, worker with only a dimension: the older spelling names the preset
   a.mutable_spec()->mutable_worker()->mutable_builtin()->set_hidden(128);
-  job = lr::AdmitJob(a, "eu", 4);
+  job = lw::AdmitJob(a, "eu", 4);
   REQUIRE(job.ok());
   CHECK(job->model.embed_dim == 16);
   CHECK(job->model.hidden_dim == 128);
 
   a = Good();
   a.mutable_spec()->mutable_worker()->mutable_builtin()->set_preset("tiny");
-  job = lr::AdmitJob(a, "eu", 4);
+  job = lw::AdmitJob(a, "eu", 4);
   REQUIRE(job.ok());
   CHECK(job->model.preset == "tiny");  // no override: still the preset
 
   a = Good();
   a.mutable_spec()->mutable_worker()->mutable_builtin()->set_layers(65);
-  auto bad = lr::AdmitJob(a, "eu", 4);
+  auto bad = lw::AdmitJob(a, "eu", 4);
   REQUIRE(!bad.ok());
   CHECK(bad.status().message().find("spec.worker.layers") != std::string::npos);
 
   a = Good();
   a.mutable_spec()->mutable_worker()->mutable_builtin()->set_preset("small");  // model_preset says tiny
-  bad = lr::AdmitJob(a, "eu", 4);
+  bad = lw::AdmitJob(a, "eu", 4);
   REQUIRE(!bad.ok());
   CHECK(bad.status().message().find("disagrees") != std::string::npos);
 }
@@ -132,7 +133,7 @@ TEST_CASE("region_agent: A command worker is admitted with its argv, env and wor
   c->add_argv("train.py");
   c->mutable_env()->insert({"HF_HOME", "/cache/hf"});
   c->set_working_dir("/srv/job");
-  auto job = lr::AdmitJob(a, "eu", 4);
+  auto job = lw::AdmitJob(a, "eu", 4);
   REQUIRE(job.ok());
   REQUIRE(job->command.has_value());
   CHECK(job->command->argv == std::vector<std::string>{"python3", "train.py"});
@@ -145,12 +146,12 @@ TEST_CASE("region_agent: A command worker is admitted with its argv, env and wor
   // Data it is given is parsed and passed on; a text file must exist.
   a.mutable_spec()->mutable_data()->mutable_text_file()->set_path("/nonexistent/corpus.txt");
   longhaul::proto::FillJobDefaults(a.mutable_spec());
-  auto missing = lr::AdmitJob(a, "eu", 4);
+  auto missing = lw::AdmitJob(a, "eu", 4);
   REQUIRE(!missing.ok());
   CHECK(missing.status().code() == StatusCode::kNotFound);
   a.mutable_spec()->mutable_data()->mutable_synthetic()->set_branching(3);
   longhaul::proto::FillJobDefaults(a.mutable_spec());
-  job = lr::AdmitJob(a, "eu", 4);
+  job = lw::AdmitJob(a, "eu", 4);
   REQUIRE(job.ok());
   CHECK(job->has_data);
   CHECK(job->data.branching == 3);
@@ -159,7 +160,7 @@ TEST_CASE("region_agent: A command worker is admitted with its argv, env and wor
 TEST_CASE("region_agent: A built-in job without data is refused", "[job_config]") {
   auto a = Good();
   a.mutable_spec()->clear_data();
-  auto r = lr::AdmitJob(a, "eu", 4);
+  auto r = lw::AdmitJob(a, "eu", 4);
   REQUIRE(!r.ok());
   CHECK(r.status().code() == StatusCode::kInvalidArgument);
   CHECK(r.status().message().find("spec.data") != std::string::npos);
@@ -168,7 +169,7 @@ TEST_CASE("region_agent: A built-in job without data is refused", "[job_config]"
 TEST_CASE("region_agent: A command worker with an empty argv or a reserved variable is refused", "[job_config]") {
   auto a = Good();
   a.mutable_spec()->mutable_worker()->mutable_command();
-  auto r = lr::AdmitJob(a, "eu", 4);
+  auto r = lw::AdmitJob(a, "eu", 4);
   REQUIRE(!r.ok());
   CHECK(r.status().message().find("spec.worker.command") != std::string::npos);
 
@@ -177,7 +178,7 @@ TEST_CASE("region_agent: A command worker with an empty argv or a reserved varia
     auto* c = a.mutable_spec()->mutable_worker()->mutable_command();
     c->add_argv("python3");
     c->mutable_env()->insert({reserved, "x"});
-    r = lr::AdmitJob(a, "eu", 4);
+    r = lw::AdmitJob(a, "eu", 4);
     REQUIRE(!r.ok());
     CHECK(r.status().message().find(std::string("spec.worker.env.") + reserved) != std::string::npos);
   }
@@ -187,9 +188,9 @@ TEST_CASE("region_agent: Shard pieces partition every fragment", "[shard_layout]
   for (int workers : {1, 3, 4}) {
     size_t covered = 0;
     for (uint32_t f = 0; f < 3; ++f) {
-      size_t expect = lr::ShardLayout(1001, 3, workers, 0).PieceOf(f, 0).fragment_begin;
+      size_t expect = lw::ShardLayout(1001, 3, workers, 0).PieceOf(f, 0).fragment_begin;
       for (int r = 0; r < workers; ++r) {
-        auto p = lr::ShardLayout(1001, 3, workers, r).Piece(f);
+        auto p = lw::ShardLayout(1001, 3, workers, r).Piece(f);
         CHECK(p.begin == expect);
         CHECK(p.size() <= p.padded);
         expect = p.end;
@@ -226,7 +227,7 @@ struct NumericField {
   bool zero_valid;  // 0 is a legal value (the spec marks it optional)
   double other;     // a legal value that is no default
   std::function<void(longhaul::v1::JobSpec&, double)> set;
-  std::function<double(const lr::JobConfig&)> seen;
+  std::function<double(const lw::JobConfig&)> seen;
   const char* section;  // JSON object ("" = top level)
   const char* key;
 };
@@ -240,59 +241,59 @@ std::vector<NumericField> NumericFields() {
   };
   return {
       {"inner.lr", false, 0.0123, [](JobSpec& s, double v) { s.mutable_inner()->set_lr(v); },
-       [](const lr::JobConfig& c) { return c.inner.lr; }, "inner", "lr"},
+       [](const lw::JobConfig& c) { return c.inner.lr; }, "inner", "lr"},
       {"inner.weight_decay", true, 0.037, [](JobSpec& s, double v) { s.mutable_inner()->set_weight_decay(v); },
-       [](const lr::JobConfig& c) { return c.inner.weight_decay; }, "inner", "weight_decay"},
+       [](const lw::JobConfig& c) { return c.inner.weight_decay; }, "inner", "weight_decay"},
       {"inner.beta1", true, 0.77, [](JobSpec& s, double v) { s.mutable_inner()->set_beta1(v); },
-       [](const lr::JobConfig& c) { return c.inner.beta1; }, "inner", "beta1"},
+       [](const lw::JobConfig& c) { return c.inner.beta1; }, "inner", "beta1"},
       {"inner.beta2", true, 0.88, [](JobSpec& s, double v) { s.mutable_inner()->set_beta2(v); },
-       [](const lr::JobConfig& c) { return c.inner.beta2; }, "inner", "beta2"},
+       [](const lw::JobConfig& c) { return c.inner.beta2; }, "inner", "beta2"},
       {"inner.warmup_steps", true, 7, [](JobSpec& s, double v) { s.mutable_inner()->set_warmup_steps(v); },
-       [](const lr::JobConfig& c) { return c.inner.warmup_steps; }, "inner", "warmup_steps"},
+       [](const lw::JobConfig& c) { return c.inner.warmup_steps; }, "inner", "warmup_steps"},
       {"inner.batch_size", false, 5, [](JobSpec& s, double v) { s.mutable_inner()->set_batch_size(v); },
-       [](const lr::JobConfig& c) { return c.batch_size; }, "inner", "batch_size"},
+       [](const lw::JobConfig& c) { return c.batch_size; }, "inner", "batch_size"},
       {"outer.lr", false, 0.55, [](JobSpec& s, double v) { s.mutable_outer()->set_lr(v); },
-       [](const lr::JobConfig& c) { return c.outer.lr; }, "outer", "lr"},
+       [](const lw::JobConfig& c) { return c.outer.lr; }, "outer", "lr"},
       {"outer.momentum", true, 0.45, [](JobSpec& s, double v) { s.mutable_outer()->set_momentum(v); },
-       [](const lr::JobConfig& c) { return c.outer.momentum; }, "outer", "momentum"},
+       [](const lw::JobConfig& c) { return c.outer.momentum; }, "outer", "momentum"},
       {"sync.inner_steps", false, 9, [](JobSpec& s, double v) { s.mutable_sync()->set_inner_steps(v); },
-       [](const lr::JobConfig& c) { return c.schedule.inner_steps; }, "sync", "inner_steps"},
+       [](const lw::JobConfig& c) { return c.schedule.inner_steps; }, "sync", "inner_steps"},
       {"sync.fragments", false, 2,
        [=](JobSpec& s, double v) {
          streaming(s);
          s.mutable_sync()->set_fragments(v);
        },
-       [](const lr::JobConfig& c) { return c.schedule.fragments; }, "sync", "fragments"},
+       [](const lw::JobConfig& c) { return c.schedule.fragments; }, "sync", "fragments"},
       {"sync.overlap_steps", true, 1,
        [=](JobSpec& s, double v) {
          streaming(s);
          s.mutable_sync()->set_overlap_steps(v);
        },
-       [](const lr::JobConfig& c) { return c.schedule.overlap_steps; }, "sync", "overlap_steps"},
+       [](const lw::JobConfig& c) { return c.schedule.overlap_steps; }, "sync", "overlap_steps"},
       {"sync.mixing_alpha", true, 0.35,
        [=](JobSpec& s, double v) {
          streaming(s);
          s.mutable_sync()->set_mixing_alpha(v);
        },
-       [](const lr::JobConfig& c) { return c.schedule.mixing_alpha; }, "sync", "mixing_alpha"},
+       [](const lw::JobConfig& c) { return c.schedule.mixing_alpha; }, "sync", "mixing_alpha"},
       {"compression.block_size", false, 64, [](JobSpec& s, double v) { s.mutable_compression()->set_block_size(v); },
-       [](const lr::JobConfig& c) { return c.compression.block_size; }, "compression", "block_size"},
+       [](const lw::JobConfig& c) { return c.compression.block_size; }, "compression", "block_size"},
       {"compression.topk_fraction", false, 0.02,
        [](JobSpec& s, double v) { s.mutable_compression()->set_topk_fraction(v); },
-       [](const lr::JobConfig& c) { return c.compression.topk_fraction; }, "compression", "topk_fraction"},
+       [](const lw::JobConfig& c) { return c.compression.topk_fraction; }, "compression", "topk_fraction"},
       {"rounds", false, 4, [](JobSpec& s, double v) { s.set_rounds(v); },
-       [](const lr::JobConfig& c) { return c.rounds; }, "", "rounds"},
-      {"seed", true, 77, [](JobSpec& s, double v) { s.set_seed(v); }, [](const lr::JobConfig& c) { return c.seed; },
+       [](const lw::JobConfig& c) { return c.rounds; }, "", "rounds"},
+      {"seed", true, 77, [](JobSpec& s, double v) { s.set_seed(v); }, [](const lw::JobConfig& c) { return c.seed; },
        "", "seed"},
       {"checkpoint_interval", true, 3, [](JobSpec& s, double v) { s.set_checkpoint_interval(v); },
-       [](const lr::JobConfig& c) { return c.checkpoint_interval; }, "", "checkpoint_interval"},
+       [](const lw::JobConfig& c) { return c.checkpoint_interval; }, "", "checkpoint_interval"},
       {"data.synthetic.seed", true, 99, [](JobSpec& s, double v) { s.mutable_data()->mutable_synthetic()->set_seed(v); },
-       [](const lr::JobConfig& c) { return c.data.seed; }, "data", "synthetic.seed"},
+       [](const lw::JobConfig& c) { return c.data.seed; }, "data", "synthetic.seed"},
       {"worker.exit_grace_s", true, 5, [](JobSpec& s, double v) { s.mutable_worker()->set_exit_grace_s(v); },
-       [](const lr::JobConfig& c) { return c.exit_grace_s; }, "worker", "exit_grace_s"},
+       [](const lw::JobConfig& c) { return c.exit_grace_s; }, "worker", "exit_grace_s"},
       {"data.synthetic.branching", false, 6,
        [](JobSpec& s, double v) { s.mutable_data()->mutable_synthetic()->set_branching(v); },
-       [](const lr::JobConfig& c) { return c.data.branching; }, "data", "synthetic.branching"},
+       [](const lw::JobConfig& c) { return c.data.branching; }, "data", "synthetic.branching"},
   };
 }
 
@@ -315,7 +316,7 @@ TEST_CASE("region_agent: every numeric spec field reaches the worker and lh.job_
       auto a = Good();
       f.set(*a.mutable_spec(), v);
       longhaul::proto::FillJobDefaults(a.mutable_spec());  // admission fills only what is unset
-      auto job = lr::AdmitJob(a, "eu", 4);
+      auto job = lw::AdmitJob(a, "eu", 4);
       REQUIRE(job.ok());
       CHECK(f.seen(*job) == Approx(v));
       const auto json = nlohmann::json::parse(longhaul::session::JobConfigJson(*job, options));
@@ -331,7 +332,7 @@ TEST_CASE("region_agent: an unset field has the one table's default; a 0 where 0
   a.set_job_id("job-1");
   a.set_region("eu");
   longhaul::proto::FillJobDefaults(a.mutable_spec());  // an empty spec: every default
-  auto job = lr::AdmitJob(a, "eu", 4);
+  auto job = lw::AdmitJob(a, "eu", 4);
   REQUIRE(job.ok());
   CHECK(job->inner.lr == Approx(d::kInnerLr));
   CHECK(job->inner.weight_decay == Approx(d::kInnerWeightDecay));
@@ -358,7 +359,7 @@ TEST_CASE("region_agent: an unset field has the one table's default; a 0 where 0
 
   // A spec that skipped admission (a codec left unset) is refused, not defaulted.
   a.mutable_spec()->mutable_compression()->set_codec(longhaul::v1::CODEC_UNSPECIFIED);
-  auto unset = lr::AdmitJob(a, "eu", 4);
+  auto unset = lw::AdmitJob(a, "eu", 4);
   REQUIRE_FALSE(unset.ok());
   CHECK_THAT(unset.status().message(), Catch::Contains("compression.codec is unset"));
 }

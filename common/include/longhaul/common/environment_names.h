@@ -2,7 +2,7 @@
 //
 // The agent sets torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT and every LONGHAUL_* variable for each worker
-// (region_agent/session/include/longhaul/session/session_options.h lists them);
+// (worker/include/longhaul/session/session_options.h lists them);
 // a job overriding one would join the wrong rendezvous. One rule, used where a
 // spec is validated (the CLI and orchestrator) and where it is launched (the agent).
 #pragma once

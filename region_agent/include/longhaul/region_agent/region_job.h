@@ -14,7 +14,7 @@
 #include "longhaul/common/status.h"
 #include "longhaul/common/timeouts.h"
 #include "longhaul/region_agent/child_process.h"
-#include "longhaul/region_agent/job_config.h"
+#include "longhaul/worker/job_config.h"
 #include "longhaul/v1/control.pb.h"
 
 namespace longhaul::region_agent {
@@ -47,12 +47,12 @@ class RegionJob {
   enum class Phase { kLaunching, kReady, kStopping };
 
   // Writes the assignment next to the workers' logs and spawns the workers.
-  static Result<std::unique_ptr<RegionJob>> Launch(const JobConfig& config, const v1::JobAssignment& assignment,
+  static Result<std::unique_ptr<RegionJob>> Launch(const worker::JobConfig& config, const v1::JobAssignment& assignment,
                                                    const JobLaunchOptions& options);
   ~RegionJob();
 
   const std::string& job_id() const { return config_.job_id; }
-  const JobConfig& config() const { return config_; }
+  const worker::JobConfig& config() const { return config_; }
   const v1::JobAssignment& assignment() const { return assignment_; }
   Phase phase() const { return phase_; }
   int workers() const { return static_cast<int>(workers_.size()); }
@@ -110,7 +110,7 @@ class RegionJob {
   SpawnOptions WorkerSpawn(int rank, const std::filesystem::path& store, int master_port) const;
   Result<std::string> StartLinkem(const std::string& worker_endpoint);
 
-  JobConfig config_;
+  worker::JobConfig config_;
   v1::JobAssignment assignment_;
   JobLaunchOptions options_;
   void Terminate(Duration kill_grace);

@@ -1,11 +1,11 @@
-#include "longhaul/region_agent/shard_layout.h"
+#include "longhaul/worker/shard_layout.h"
 
 #include <algorithm>
 #include <vector>
 
 #include "longhaul/sync_policies/schedule.h"
 
-namespace longhaul::region_agent {
+namespace longhaul::worker {
 
 ShardLayout::ShardLayout(size_t num_params, uint32_t fragments, int workers, int rank)
     : num_params_(num_params), fragments_(std::max<uint32_t>(1, fragments)), workers_(workers), rank_(rank) {}
@@ -52,4 +52,4 @@ Result<bool> AllRanksOk(trainer::IntraRegionGroup& group, bool ok) {
   return flag == 1.0f;
 }
 
-}  // namespace longhaul::region_agent
+}  // namespace longhaul::worker

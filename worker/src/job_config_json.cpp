@@ -6,7 +6,7 @@
 
 namespace longhaul::session {
 
-std::string JobConfigJson(const region_agent::JobConfig& c, const SessionOptions& o) {
+std::string JobConfigJson(const worker::JobConfig& c, const SessionOptions& o) {
   nlohmann::json j;
   j["job_id"] = c.job_id;
   j["region"] = c.region;
@@ -68,7 +68,7 @@ Result<std::string> JobConfigJsonFromEnvironment() {
   if (!assignment.ParseFromIstream(&in)) {
     return DataLoss("job assignment " + options.assignment_file.string() + " does not parse");
   }
-  LONGHAUL_ASSIGN_OR_RETURN(auto config, region_agent::ParseJobAssignment(assignment));
+  LONGHAUL_ASSIGN_OR_RETURN(auto config, worker::ParseJobAssignment(assignment));
   return JobConfigJson(config, options);
 }
 

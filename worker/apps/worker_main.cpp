@@ -6,7 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
-#include "longhaul/region_agent/worker.h"
+#include "longhaul/worker/builtin_worker.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"longhaul-worker - one built-in trainer worker of a region, started by longhaul-agent.\n"
@@ -18,5 +18,5 @@ int main(int argc, char** argv) {
     std::cerr << "longhaul-worker: " << options.status().ToString() << "\n";
     return 2;
   }
-  return longhaul::region_agent::RunBuiltinWorker(*options);
+  return longhaul::worker::RunBuiltinWorker(*options);
 }

@@ -26,7 +26,7 @@
 #include "longhaul/trainer/optimizer.h"
 #include "longhaul/v1/control.pb.h"
 
-namespace longhaul::region_agent {
+namespace longhaul::worker {
 
 struct JobConfig {
   // The user's program, started once per worker (spec.worker.command).
@@ -71,4 +71,4 @@ Result<JobConfig> AdmitJob(const v1::JobAssignment& assignment, const std::strin
 // A job id is used in file names and rendezvous prefixes: [A-Za-z0-9._-]{1,64}.
 Status ValidateJobId(const std::string& job_id);
 
-}  // namespace longhaul::region_agent
+}  // namespace longhaul::worker

@@ -4,10 +4,10 @@
 // (deploy/gen-keys.sh names keys by region).
 #include <filesystem>
 
-#include "longhaul/region_agent/wan_port.h"
+#include "longhaul/worker/wan_port.h"
 #include "longhaul/wan_transport/endpoint.h"
 
-namespace longhaul::region_agent {
+namespace longhaul::worker {
 namespace {
 
 class TransportWanPort final : public WanPort {
@@ -86,4 +86,4 @@ Result<std::unique_ptr<WanPort>> BindWanPort(const WanPortOptions& options) {
   return port;
 }
 
-}  // namespace longhaul::region_agent
+}  // namespace longhaul::worker

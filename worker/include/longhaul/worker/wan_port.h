@@ -14,7 +14,7 @@
 #include "longhaul/common/timeouts.h"
 #include "longhaul/sync_policies/link.h"
 
-namespace longhaul::region_agent {
+namespace longhaul::worker {
 
 struct WanPeer {
   std::string region;    // whose key the connection must present (CURVE server key)
@@ -61,4 +61,4 @@ struct WanPortOptions {
 // Binds a ZeroMQ (CURVE unless insecure) WAN listener on host:0.
 Result<std::unique_ptr<WanPort>> BindWanPort(const WanPortOptions& options);
 
-}  // namespace longhaul::region_agent
+}  // namespace longhaul::worker

@@ -17,7 +17,7 @@
 #include "longhaul/session/session.h"
 
 namespace ls = longhaul::session;
-namespace lr = longhaul::region_agent;
+namespace lw = longhaul::worker;
 namespace v1 = longhaul::v1;
 using namespace std::chrono_literals;
 
@@ -66,15 +66,15 @@ struct FakeAgent {
   }
 };
 
-struct FakeWan final : lr::WanPort {
+struct FakeWan final : lw::WanPort {
   std::string endpoint() const override { return "tcp://127.0.0.1:1"; }
-  longhaul::Result<std::unique_ptr<longhaul::sync_policies::CollectiveLink>> Join(const std::vector<lr::WanPeer>&, int,
+  longhaul::Result<std::unique_ptr<longhaul::sync_policies::CollectiveLink>> Join(const std::vector<lw::WanPeer>&, int,
                                                                                  uint32_t, uint64_t, int,
                                                                                  longhaul::Deadline) override {
     return longhaul::Internal("a one-region round needs no WAN group");
   }
   void CancelThrough(uint64_t epoch) override { cancelled_through = epoch; }
-  std::map<std::string, lr::LinkMeasurement> measurements() const override { return {}; }
+  std::map<std::string, lw::LinkMeasurement> measurements() const override { return {}; }
   std::atomic<uint64_t> cancelled_through{0};
 };
 

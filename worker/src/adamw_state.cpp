@@ -1,8 +1,8 @@
-#include "longhaul/region_agent/adamw_state.h"
+#include "longhaul/worker/adamw_state.h"
 
 #include <algorithm>
 
-namespace longhaul::region_agent {
+namespace longhaul::worker {
 
 void AdamWState::Save() {
   m_.assign(adam_.first_moment().begin(), adam_.first_moment().end());
@@ -20,4 +20,4 @@ void AdamWState::Rejoined(uint64_t job_step) {
   if (adam_.step() < job_step) adam_.set_step(job_step);
 }
 
-}  // namespace longhaul::region_agent
+}  // namespace longhaul::worker

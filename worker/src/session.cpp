@@ -1,6 +1,6 @@
 #include "longhaul/session/session.h"
 
-#include "longhaul/region_agent/flat_inner_state.h"
+#include "longhaul/worker/flat_inner_state.h"
 
 #include <cinttypes>
 #include <cstdio>
@@ -58,7 +58,7 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
     if (!assignment.ParseFromIstream(&in)) {
       return DataLoss("job assignment " + options.assignment_file.string() + " does not parse");
     }
-    LONGHAUL_ASSIGN_OR_RETURN(auto config, region_agent::ParseJobAssignment(assignment));
+    LONGHAUL_ASSIGN_OR_RETURN(auto config, worker::ParseJobAssignment(assignment));
     if (static_cast<uint32_t>(options.rank) >= config.workers) {
       return InvalidArgument("rank " + std::to_string(options.rank) + " is outside the job's " +
                              std::to_string(config.workers) + " workers per region");
@@ -72,14 +72,14 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
     auto group = trainer::MakeGlooGroup(gloo);
     if (!group.ok()) return group.status().WithContext("intra-region group");
     c.group = std::move(*group);
-    region_agent::WanPortOptions wopts;
+    worker::WanPortOptions wopts;
     wopts.job_id = config.job_id;
     wopts.host = options.wan_host;
     wopts.insecure = options.insecure;
     wopts.key_file = options.key_file;
     wopts.allowlist = options.allowlist;
     wopts.link_io = options.link_io;
-    auto wan = region_agent::BindWanPort(wopts);
+    auto wan = worker::BindWanPort(wopts);
     if (!wan.ok()) return wan.status().WithContext("WAN port");
     c.wan = std::move(*wan);
     return Status::Ok();
@@ -102,7 +102,7 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options, 
   std::unique_ptr<Session> s(new Session(options));
   s->assignment_ = std::move(assignment);
   Status status = [&]() -> Status {
-    LONGHAUL_ASSIGN_OR_RETURN(s->config_, region_agent::ParseJobAssignment(s->assignment_));
+    LONGHAUL_ASSIGN_OR_RETURN(s->config_, worker::ParseJobAssignment(s->assignment_));
     if (static_cast<uint32_t>(options.rank) >= s->config_.workers) {
       return InvalidArgument("rank " + std::to_string(options.rank) + " is outside the job's " +
                              std::to_string(s->config_.workers) + " workers per region");
@@ -165,7 +165,7 @@ Status Session::Start(std::span<float> params, StartOptions options) {
   start_ = std::move(options);
   uint32_t restored = 0;
   Status status = [&]() -> Status {
-    region_agent::ReplicaOptions r;
+    worker::ReplicaOptions r;
     r.region = options_.region;
     r.schedule = config_.schedule;
     r.outer = config_.outer;
@@ -173,14 +173,14 @@ Status Session::Start(std::span<float> params, StartOptions options) {
     r.collective_timeout = options_.collective_timeout;
     r.tensors = start_.tensors;
     r.buffers = start_.buffers;
-    region_agent::InnerState* inner = start_.inner;
+    worker::InnerState* inner = start_.inner;
     if (!start_.optimizer_state.empty()) {
       if (inner != nullptr) return InvalidArgument("give the inner optimizer's state as InnerState or as buffers, not both");
       LONGHAUL_ASSIGN_OR_RETURN(owned_inner_,
-                                region_agent::FlatInnerState::Create(start_.optimizer_state, params_.size()));
+                                worker::FlatInnerState::Create(start_.optimizer_state, params_.size()));
       inner = owned_inner_.get();
     }
-    LONGHAUL_ASSIGN_OR_RETURN(replica_, region_agent::RegionReplica::Create(r, params_, *group_, inner));
+    LONGHAUL_ASSIGN_OR_RETURN(replica_, worker::RegionReplica::Create(r, params_, *group_, inner));
     if (!assignment_.checkpoint_path().empty()) {
       auto round = replica_->RestoreCheckpoint(assignment_.checkpoint_path());
       if (!round.ok()) return round.status().WithContext("restoring checkpoint");
@@ -215,11 +215,11 @@ Status Session::BeginRound(const v1::RoundCommand& cmd, bool* joined) {
   round_ = cmd.round();
   current_epoch_ = cmd.epoch();
   round_cancelled_ = false;
-  region_agent::RoundInputs in;
+  worker::RoundInputs in;
   in.round = cmd.round();
   in.epoch = cmd.epoch();
   int my_rank = -1;
-  std::vector<region_agent::WanPeer> peers;
+  std::vector<worker::WanPeer> peers;
   for (int k = 0; k < cmd.participants_size(); ++k) {
     const auto& p = cmd.participants(k);
     if (p.region() == options_.region) my_rank = k;
@@ -283,7 +283,7 @@ Result<bool> Session::AwaitStart() {
   }
 }
 
-void Session::SendReport(const v1::RoundCommand& cmd, const Result<region_agent::RoundResult>& result,
+void Session::SendReport(const v1::RoundCommand& cmd, const Result<worker::RoundResult>& result,
                          const std::string& checkpoint_path) {
   v1::ControlMessage msg;
   auto* report = msg.mutable_round_report();
@@ -331,7 +331,7 @@ void Session::ReportLinks(const v1::RoundCommand& cmd) {
   if (report->links_size() > 0) channel_->Send(std::move(msg));
 }
 
-Result<std::string> Session::MaybeCheckpoint(const v1::RoundCommand& cmd, const region_agent::RoundResult& result) {
+Result<std::string> Session::MaybeCheckpoint(const v1::RoundCommand& cmd, const worker::RoundResult& result) {
   if (!cmd.checkpoint() || cmd.checkpoint_dir().empty()) return std::string();
   // Written before the verdict (the report carries its path); deleted if the
   // round does not commit, so only committed rounds leave files behind.
@@ -405,7 +405,7 @@ Result<StepEvent> Session::FailRound(const Status& why) {
 
 Result<StepEvent> Session::FinishRound() {
   const v1::RoundCommand cmd = *current_;
-  auto result = replica_->EndRound(options_.rank == 0 ? start_.validation : region_agent::ValidationFn{});
+  auto result = replica_->EndRound(options_.rank == 0 ? start_.validation : worker::ValidationFn{});
   if (!result.ok()) {
     SendReport(cmd, result.status(), "");
     return AfterAbort(result.status().message());

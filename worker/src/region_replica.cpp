@@ -1,4 +1,4 @@
-#include "longhaul/region_agent/region_replica.h"
+#include "longhaul/worker/region_replica.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,7 +6,7 @@
 #include "longhaul/common/checksum.h"
 #include "longhaul/sync_policies/cross_region.h"
 
-namespace longhaul::region_agent {
+namespace longhaul::worker {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
@@ -394,4 +394,4 @@ Result<RoundResult> RegionReplica::Run(const RoundInputs& inputs, sync_policies:
   return EndRound(validation);
 }
 
-}  // namespace longhaul::region_agent
+}  // namespace longhaul::worker

@@ -32,9 +32,9 @@
 #include <vector>
 
 #include "longhaul/common/status.h"
-#include "longhaul/region_agent/job_config.h"
-#include "longhaul/region_agent/region_replica.h"
-#include "longhaul/region_agent/wan_port.h"
+#include "longhaul/worker/job_config.h"
+#include "longhaul/worker/region_replica.h"
+#include "longhaul/worker/wan_port.h"
 #include "longhaul/session/agent_link.h"
 #include "longhaul/session/session_options.h"
 #include "longhaul/sync_policies/in_process_link.h"
@@ -57,12 +57,12 @@ const char* StepEventName(StepEvent e);  // "none", "committed", ...
 struct StartOptions {
   std::vector<trainer::TensorView> tensors;        // names of params (checkpoints); empty: one "flat"
   size_t buffers = 0;  // params' last floats that are model buffers (RegionReplica: averaged, no outer step)
-  region_agent::InnerState* inner = nullptr;       // optional, must outlive the session
+  worker::InnerState* inner = nullptr;       // optional, must outlive the session
   // Or the inner optimizer's state as caller-owned buffers of params' length
   // (AdamW's moments): saved and restored with every round, and shared with a
-  // region joining a sync job (region_agent::FlatInnerState). Not with `inner`.
+  // region joining a sync job (worker::FlatInnerState). Not with `inner`.
   std::vector<std::span<float>> optimizer_state;
-  region_agent::ValidationFn validation;           // run on rank 0 after the outer step
+  worker::ValidationFn validation;           // run on rank 0 after the outer step
   double loss_floor = 0;                           // reported to `longhaul status` (0 = unknown)
 };
 
@@ -76,14 +76,14 @@ class Session {
   // WAN port, and the agent link, connected last with the session's watcher.
   struct Collaborators {
     std::unique_ptr<trainer::IntraRegionGroup> group;
-    std::unique_ptr<region_agent::WanPort> wan;
+    std::unique_ptr<worker::WanPort> wan;
     AgentLinkFactory connect;
   };
   static Result<std::unique_ptr<Session>> Create(const SessionOptions& options, v1::JobAssignment assignment,
                                                  Collaborators collaborators);
   ~Session();
 
-  const region_agent::JobConfig& config() const { return config_; }
+  const worker::JobConfig& config() const { return config_; }
   const SessionOptions& options() const { return options_; }
   const std::string& job_id() const { return config_.job_id; }
   // The region's workers, for the built-in trainer's gradient all-reduce.
@@ -119,7 +119,7 @@ class Session {
   bool resynced_at_start() const { return resynced_at_start_; }
   size_t num_params() const { return params_.size(); }
   std::span<const float> theta() const;
-  region_agent::RegionReplica* replica() { return replica_.get(); }
+  worker::RegionReplica* replica() { return replica_.get(); }
 
  private:
   explicit Session(SessionOptions options);
@@ -132,19 +132,19 @@ class Session {
   // The round's last step: report, verdict, the next START.
   Result<StepEvent> FinishRound();
   Result<StepEvent> AfterAbort(const std::string& why);
-  void SendReport(const v1::RoundCommand& cmd, const Result<region_agent::RoundResult>& result,
+  void SendReport(const v1::RoundCommand& cmd, const Result<worker::RoundResult>& result,
                   const std::string& checkpoint_path);
   void ReportLinks(const v1::RoundCommand& cmd);
-  Result<std::string> MaybeCheckpoint(const v1::RoundCommand& cmd, const region_agent::RoundResult& result);
+  Result<std::string> MaybeCheckpoint(const v1::RoundCommand& cmd, const worker::RoundResult& result);
 
   SessionOptions options_;
-  region_agent::JobConfig config_;
+  worker::JobConfig config_;
   v1::JobAssignment assignment_;
   std::unique_ptr<trainer::IntraRegionGroup> group_;
-  std::unique_ptr<region_agent::WanPort> wan_;
+  std::unique_ptr<worker::WanPort> wan_;
   std::unique_ptr<AgentLink> channel_;
-  std::unique_ptr<region_agent::InnerState> owned_inner_;  // from StartOptions::optimizer_state
-  std::unique_ptr<region_agent::RegionReplica> replica_;
+  std::unique_ptr<worker::InnerState> owned_inner_;  // from StartOptions::optimizer_state
+  std::unique_ptr<worker::RegionReplica> replica_;
   std::unique_ptr<sync_policies::CollectiveLink> round_link_;  // outlives its round: peers may still read
   std::unique_ptr<sync_policies::InProcessGroup> solo_;       // the link of a one-region round
   std::span<float> params_;

@@ -6,9 +6,9 @@
 
 #include "longhaul/common/checksum.h"
 
-#include "longhaul/region_agent/region_replica.h"
+#include "longhaul/worker/region_replica.h"
 
-namespace longhaul::region_agent {
+namespace longhaul::worker {
 namespace {
 constexpr const char* kOuterState = "outer.state";
 constexpr const char* kParamsPrefix = "params.";
@@ -114,4 +114,4 @@ Result<uint32_t> RegionReplica::RestoreCheckpoint(const std::filesystem::path& p
   return round;
 }
 
-}  // namespace longhaul::region_agent
+}  // namespace longhaul::worker

@@ -57,7 +57,7 @@
 
 #include "longhaul/common/status.h"
 #include "longhaul/common/timeouts.h"
-#include "longhaul/region_agent/shard_layout.h"
+#include "longhaul/worker/shard_layout.h"
 #include "longhaul/sync_policies/compressor.h"
 #include "longhaul/sync_policies/cross_region.h"
 #include "longhaul/sync_policies/guard.h"
@@ -68,7 +68,7 @@
 #include "longhaul/trainer/intra_region.h"
 #include "longhaul/trainer/model.h"
 
-namespace longhaul::region_agent {
+namespace longhaul::worker {
 
 // The trainer's own state that a rolled-back round must undo (inner optimizer
 // moments, step counters). Optional: without it only parameters are restored.
@@ -244,4 +244,4 @@ class RegionReplica {
   uint32_t pending_round_ = 0;
 };
 
-}  // namespace longhaul::region_agent
+}  // namespace longhaul::worker

@@ -1,13 +1,13 @@
-#include "longhaul/region_agent/worker.h"
+#include "longhaul/worker/builtin_worker.h"
 
 #include <iostream>
 
-#include "longhaul/region_agent/adamw_state.h"
+#include "longhaul/worker/adamw_state.h"
 #include "longhaul/session/session.h"
 #include "longhaul/trainer/data.h"
 #include "longhaul/trainer/trainer.h"
 
-namespace longhaul::region_agent {
+namespace longhaul::worker {
 int RunBuiltinWorker(const session::SessionOptions& options) {
   auto opened = session::Session::Open(options);
   if (!opened.ok()) {
@@ -66,4 +66,4 @@ int RunBuiltinWorker(const session::SessionOptions& options) {
   return 0;
 }
 
-}  // namespace longhaul::region_agent
+}  // namespace longhaul::worker

@@ -10,10 +10,10 @@
 
 #include "longhaul/session/session_options.h"
 
-namespace longhaul::region_agent {
+namespace longhaul::worker {
 
 // Returns the process exit code: 0 when the job finished, 2 when start-up
 // failed (the agent has been told why), 1 when the session broke.
 int RunBuiltinWorker(const session::SessionOptions& options);
 
-}  // namespace longhaul::region_agent
+}  // namespace longhaul::worker

@@ -9,9 +9,9 @@
 #include <span>
 #include <vector>
 
-#include "longhaul/region_agent/region_replica.h"
+#include "longhaul/worker/region_replica.h"
 
-namespace longhaul::region_agent {
+namespace longhaul::worker {
 
 class FlatInnerState final : public InnerState {
  public:
@@ -28,4 +28,4 @@ class FlatInnerState final : public InnerState {
   std::vector<std::vector<float>> saved_;
 };
 
-}  // namespace longhaul::region_agent
+}  // namespace longhaul::worker

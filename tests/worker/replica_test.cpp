@@ -9,14 +9,14 @@
 #include <thread>
 
 #include "longhaul/common/checksum.h"
-#include "longhaul/region_agent/adamw_state.h"
-#include "longhaul/region_agent/region_replica.h"
+#include "longhaul/worker/adamw_state.h"
+#include "longhaul/worker/region_replica.h"
 #include "longhaul/trainer/trainer.h"
 #include "longhaul/sync_policies/in_process_link.h"
 #include "longhaul/trainer/data.h"
 #include "support/temp_dir.h"
 
-namespace lr = longhaul::region_agent;
+namespace lw = longhaul::worker;
 namespace lt = longhaul::trainer;
 namespace ls = longhaul::sync_policies;
 
@@ -27,9 +27,9 @@ struct SimRegion {
   std::unique_ptr<lt::DataSource> data;
   std::unique_ptr<lt::IntraRegionGroup> group = lt::MakeSingleRankGroup();
   std::unique_ptr<lt::InnerTrainer> trainer;
-  std::unique_ptr<lr::AdamWState> adam;
-  std::unique_ptr<lr::RegionReplica> replica;
-  lr::ReplicaOptions options;
+  std::unique_ptr<lw::AdamWState> adam;
+  std::unique_ptr<lw::RegionReplica> replica;
+  lw::ReplicaOptions options;
 
   SimRegion(uint32_t index, uint32_t count, ls::SyncKind kind, uint32_t h = 3, uint32_t tau = 0) {
     lt::DataOptions d;
@@ -43,7 +43,7 @@ struct SimRegion {
     t.batch_size = 8;
     t.seed = 42;
     trainer = std::make_unique<lt::InnerTrainer>(t, *data, *group);
-    lr::ReplicaOptions o;
+    lw::ReplicaOptions o;
     o.region = std::to_string(index);
     o.region.insert(0, 1, 'r');
     o.schedule.kind = kind;
@@ -58,35 +58,35 @@ struct SimRegion {
   }
   // A fresh replica over the trainer's current parameters (a restarted worker).
   void Rebuild() {
-    adam = std::make_unique<lr::AdamWState>(trainer->optimizer());
-    auto r = lr::RegionReplica::Create(options, trainer->model().params(), *group, adam.get());
+    adam = std::make_unique<lw::AdamWState>(trainer->optimizer());
+    auto r = lw::RegionReplica::Create(options, trainer->model().params(), *group, adam.get());
     REQUIRE(r.ok());
     replica = std::move(*r);
   }
   // What the built-in worker does per round: H trainer steps, validation on theta.
-  longhaul::Result<lr::RoundResult> Run(const lr::RoundInputs& in, ls::CollectiveLink* link) {
+  longhaul::Result<lw::RoundResult> Run(const lw::RoundInputs& in, ls::CollectiveLink* link) {
     return replica->Run(
         in, link,
-        [this]() -> longhaul::Result<lr::RegionReplica::StepFigures> {
+        [this]() -> longhaul::Result<lw::RegionReplica::StepFigures> {
           const uint64_t t0 = trainer->tokens();
           LONGHAUL_ASSIGN_OR_RETURN(float loss, trainer->ComputeGradients());
           LONGHAUL_RETURN_IF_ERROR(replica->AllReduceGradients(trainer->gradient()));  // kind sync only
           trainer->ApplyGradients();
-          return lr::RegionReplica::StepFigures{loss, trainer->tokens() - t0};
+          return lw::RegionReplica::StepFigures{loss, trainer->tokens() - t0};
         },
         [this](std::span<const float> theta) -> longhaul::Result<double> { return trainer->ValidationLoss(theta, 1); });
   }
 };
 
 // Runs one round on every region concurrently over an in-process WAN.
-std::vector<longhaul::Result<lr::RoundResult>> RunRound(std::vector<std::unique_ptr<SimRegion>>& regions, uint32_t round,
-                                                        lr::RoundInputs base = {}) {
+std::vector<longhaul::Result<lw::RoundResult>> RunRound(std::vector<std::unique_ptr<SimRegion>>& regions, uint32_t round,
+                                                        lw::RoundInputs base = {}) {
   ls::InProcessGroup wan(static_cast<int>(regions.size()));
-  std::vector<longhaul::Result<lr::RoundResult>> results(regions.size(), longhaul::Internal("not run"));
+  std::vector<longhaul::Result<lw::RoundResult>> results(regions.size(), longhaul::Internal("not run"));
   std::vector<std::thread> threads;
   for (size_t i = 0; i < regions.size(); ++i) {
     threads.emplace_back([&, i] {
-      lr::RoundInputs in = base;
+      lw::RoundInputs in = base;
       in.round = round;
       in.epoch = 1;
       in.this_region_joining = base.any_joining && static_cast<int>(i) != base.bootstrap_rank;
@@ -142,7 +142,7 @@ TEST_CASE("region_agent: A region whose peer dies fails the round and keeps thet
   const std::string theta0 = longhaul::ParameterHash(regions[0]->replica->theta());
   ls::InProcessGroup wan(2);
   wan.Kill(1);
-  lr::RoundInputs in;
+  lw::RoundInputs in;
   in.round = 1;
   auto r = regions[0]->Run(in, &wan.link(0));
   REQUIRE(!r.ok());
@@ -213,12 +213,12 @@ TEST_CASE("region_agent: a sync step whose gradients were not averaged fails the
   for (uint32_t i = 0; i < 2; ++i) regions.push_back(std::make_unique<SimRegion>(i, 2, ls::SyncKind::kSync, 2));
   const std::string theta0 = longhaul::ParameterHash(regions[0]->replica->theta());
   ls::InProcessGroup wan(1);
-  lr::RoundInputs in;
+  lw::RoundInputs in;
   in.round = 1;
   auto& r = *regions[0];
-  auto result = r.replica->Run(in, &wan.link(0), [&]() -> longhaul::Result<lr::RegionReplica::StepFigures> {
+  auto result = r.replica->Run(in, &wan.link(0), [&]() -> longhaul::Result<lw::RegionReplica::StepFigures> {
     LONGHAUL_ASSIGN_OR_RETURN(float loss, r.trainer->Step());  // the optimizer step without the exchange
-    return lr::RegionReplica::StepFigures{loss, 8};
+    return lw::RegionReplica::StepFigures{loss, 8};
   });
   REQUIRE_FALSE(result.ok());
   CHECK(result.status().code() == longhaul::StatusCode::kFailedPrecondition);
@@ -240,7 +240,7 @@ TEST_CASE("region_agent: a region joining a sync job receives AdamW's moments an
   regions[1] = std::make_unique<SimRegion>(1, 2, ls::SyncKind::kSync, 2);
   regions[1]->trainer->model().InitParams(999);
   regions[1]->Rebuild();
-  lr::RoundInputs in;
+  lw::RoundInputs in;
   in.any_joining = true;
   in.bootstrap_rank = 0;
   auto joined = RunRound(regions, 3, in);
@@ -290,7 +290,7 @@ TEST_CASE("region_agent: A joining region receives theta and outer state from th
   regions[1] = std::make_unique<SimRegion>(1, 2, ls::SyncKind::kDiLoCo, 2);
   regions[1]->trainer->model().InitParams(999);
   regions[1]->Rebuild();
-  lr::RoundInputs in;
+  lw::RoundInputs in;
   in.any_joining = true;
   in.bootstrap_rank = 0;
   auto r2 = RunRound(regions, 2, in);

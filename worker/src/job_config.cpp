@@ -1,4 +1,4 @@
-#include "longhaul/region_agent/job_config.h"
+#include "longhaul/worker/job_config.h"
 
 #include "longhaul/common/environment_names.h"
 #include "longhaul/proto/wire_enums.h"
@@ -10,7 +10,7 @@
 #include <fstream>
 #include <limits>
 
-namespace longhaul::region_agent {
+namespace longhaul::worker {
 namespace {
 
 Status ParseData(const v1::DataSpec& spec, JobConfig& job) {
@@ -215,4 +215,4 @@ Result<JobConfig> AdmitJob(const v1::JobAssignment& a, const std::string& region
   return job;
 }
 
-}  // namespace longhaul::region_agent
+}  // namespace longhaul::worker

@@ -7,12 +7,12 @@
 #include <string>
 
 #include "longhaul/common/status.h"
-#include "longhaul/region_agent/job_config.h"
+#include "longhaul/worker/job_config.h"
 #include "longhaul/session/session_options.h"
 
 namespace longhaul::session {
 
-std::string JobConfigJson(const region_agent::JobConfig& config, const SessionOptions& options);
+std::string JobConfigJson(const worker::JobConfig& config, const SessionOptions& options);
 
 // Reads the assignment named by the environment (no sockets, no group): a
 // script may read its job before it builds its model.

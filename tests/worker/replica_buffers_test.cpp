@@ -5,10 +5,10 @@
 #include <thread>
 
 #include "longhaul/common/checksum.h"
-#include "longhaul/region_agent/region_replica.h"
+#include "longhaul/worker/region_replica.h"
 #include "longhaul/sync_policies/in_process_link.h"
 
-namespace lr = longhaul::region_agent;
+namespace lw = longhaul::worker;
 namespace lt = longhaul::trainer;
 namespace ls = longhaul::sync_policies;
 
@@ -21,18 +21,18 @@ constexpr size_t kParams = 6, kBuffers = 2;
 struct FakeRegion {
   std::vector<float> values;  // kParams parameters, then kBuffers buffers
   std::unique_ptr<lt::IntraRegionGroup> group = lt::MakeSingleRankGroup();
-  std::unique_ptr<lr::RegionReplica> replica;
+  std::unique_ptr<lw::RegionReplica> replica;
   int index;
 
   FakeRegion(int i, ls::SyncKind kind) : values(kParams + kBuffers, 1.0f), index(i) {
-    lr::ReplicaOptions o;
+    lw::ReplicaOptions o;
     o.region = std::to_string(i);
     o.region.insert(0, 1, 'r');  // not "r" + ...: GCC 12 -O3 warns falsely (-Wrestrict) on that
     o.schedule.kind = kind;
     o.schedule.inner_steps = 2;
     o.compression.codec = ls::Codec::kFp32;
     o.buffers = kBuffers;
-    auto r = lr::RegionReplica::Create(o, values, *group);
+    auto r = lw::RegionReplica::Create(o, values, *group);
     REQUIRE(r.ok());
     replica = std::move(*r);
   }
@@ -40,7 +40,7 @@ struct FakeRegion {
 
   // BeginRound, 2 inner steps, EndRound. Returns the round's result and the
   // buffers as training left them (before the round's end averaged them).
-  longhaul::Result<lr::RoundResult> Round(ls::CollectiveLink& link, std::vector<float>* trained) {
+  longhaul::Result<lw::RoundResult> Round(ls::CollectiveLink& link, std::vector<float>* trained) {
     LONGHAUL_RETURN_IF_ERROR(replica->BeginRound({.round = 1, .epoch = 1}, &link));
     for (int step = 1; step <= 2; ++step) {
       std::vector<float> grad(values.size(), 0.1f * static_cast<float>(index + 1));
@@ -56,7 +56,7 @@ struct FakeRegion {
 };
 
 std::vector<std::vector<float>> RunRound(std::vector<std::unique_ptr<FakeRegion>>& regions,
-                                         std::vector<longhaul::Result<lr::RoundResult>>* results) {
+                                         std::vector<longhaul::Result<lw::RoundResult>>* results) {
   ls::InProcessGroup wan(static_cast<int>(regions.size()));
   std::vector<std::vector<float>> trained(regions.size());
   results->assign(regions.size(), longhaul::Internal("not run"));
@@ -75,7 +75,7 @@ TEST_CASE("region_agent: model buffers take no outer step and end every round as
     INFO(ls::SyncKindName(kind));
     std::vector<std::unique_ptr<FakeRegion>> regions;
     for (int i = 0; i < 2; ++i) regions.push_back(std::make_unique<FakeRegion>(i, kind));
-    std::vector<longhaul::Result<lr::RoundResult>> results;
+    std::vector<longhaul::Result<lw::RoundResult>> results;
     const auto trained = RunRound(regions, &results);
     for (auto& r : results) REQUIRE(r.ok());
     REQUIRE(trained[0] != trained[1]);  // the regions' statistics differed before the round's end
@@ -98,7 +98,7 @@ TEST_CASE("region_agent: the hash covers the buffers, and a rolled-back round re
   std::vector<std::unique_ptr<FakeRegion>> regions;
   for (int i = 0; i < 2; ++i) regions.push_back(std::make_unique<FakeRegion>(i, ls::SyncKind::kDiLoCo));
   const std::vector<float> before = regions[0]->values;
-  std::vector<longhaul::Result<lr::RoundResult>> results;
+  std::vector<longhaul::Result<lw::RoundResult>> results;
   RunRound(regions, &results);
   REQUIRE(results[0].ok());
   std::vector<float> theta(regions[0]->replica->theta().begin(), regions[0]->replica->theta().end());
@@ -112,17 +112,17 @@ TEST_CASE("region_agent: local regions keep their own buffers; buffers need para
           "[replica][buffers]") {
   std::vector<std::unique_ptr<FakeRegion>> regions;
   for (int i = 0; i < 2; ++i) regions.push_back(std::make_unique<FakeRegion>(i, ls::SyncKind::kLocal));
-  std::vector<longhaul::Result<lr::RoundResult>> results;
+  std::vector<longhaul::Result<lw::RoundResult>> results;
   const auto trained = RunRound(regions, &results);
   for (auto& r : results) REQUIRE(r.ok());
   for (int i = 0; i < 2; ++i) CHECK(std::vector<float>(regions[i]->buffers().begin(), regions[i]->buffers().end()) == trained[i]);
 
   std::vector<float> values(4, 0.0f);
   auto group = lt::MakeSingleRankGroup();
-  lr::ReplicaOptions o;
+  lw::ReplicaOptions o;
   o.region = "eu";
   o.buffers = 4;
-  auto r = lr::RegionReplica::Create(o, values, *group);
+  auto r = lw::RegionReplica::Create(o, values, *group);
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(r.status().message(), Catch::Contains("4 buffer floats leave none of the 4 for parameters"));
 }

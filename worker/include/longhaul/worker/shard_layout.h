@@ -16,7 +16,7 @@
 #include "longhaul/common/status.h"
 #include "longhaul/trainer/intra_region.h"
 
-namespace longhaul::region_agent {
+namespace longhaul::worker {
 
 struct ShardPiece {
   size_t begin = 0, end = 0;                 // this worker's piece, absolute indices
@@ -51,4 +51,4 @@ Status GatherFragment(trainer::IntraRegionGroup& group, const ShardLayout& layou
 // workers of a region take the same branch after a step that may fail on some.
 Result<bool> AllRanksOk(trainer::IntraRegionGroup& group, bool ok);
 
-}  // namespace longhaul::region_agent
+}  // namespace longhaul::worker

@@ -7,10 +7,10 @@
 #include <span>
 #include <vector>
 
-#include "longhaul/region_agent/region_replica.h"
+#include "longhaul/worker/region_replica.h"
 #include "longhaul/trainer/optimizer.h"
 
-namespace longhaul::region_agent {
+namespace longhaul::worker {
 
 class AdamWState final : public InnerState {
  public:
@@ -32,4 +32,4 @@ class AdamWState final : public InnerState {
   uint64_t step_ = 0;
 };
 
-}  // namespace longhaul::region_agent
+}  // namespace longhaul::worker

@@ -1,9 +1,9 @@
-#include "longhaul/region_agent/flat_inner_state.h"
+#include "longhaul/worker/flat_inner_state.h"
 
 #include <algorithm>
 #include <string>
 
-namespace longhaul::region_agent {
+namespace longhaul::worker {
 
 Result<std::unique_ptr<FlatInnerState>> FlatInnerState::Create(std::vector<std::span<float>> state,
                                                               size_t num_params) {
@@ -26,4 +26,4 @@ void FlatInnerState::Restore() {
     if (saved_[i].size() == state_[i].size()) std::copy(saved_[i].begin(), saved_[i].end(), state_[i].begin());
 }
 
-}  // namespace longhaul::region_agent
+}  // namespace longhaul::worker
