@@ -132,6 +132,19 @@ TEST_CASE("sdk: the C ABI has the Python features: checkpoint tensor names, eval
   REQUIRE(std::regex_search(log, loaded, std::regex("loaded round 1 state: hash (\\w+)")));
   CHECK(loaded[1] == rounds[0].param_hash);
   CHECK(rounds[2].participants.size() == 2);
+  // The buffer (each region's own running mean until the round's end) is, after
+  // every commit, the same in both regions and the plain mean of what each
+  // trained it to (as a parameter it would have taken the Nesterov step instead).
+  const std::string other = ReadFile(c.dir / "us-east" / job / "worker-0.log");
+  const std::regex buffer("round (\\d+) buffer ([0-9.e+-]+) expected ([0-9.e+-]+)");
+  std::vector<std::string> mine, theirs;
+  for (std::sregex_iterator it(log.begin(), log.end(), buffer), end; it != end; ++it) {
+    mine.push_back((*it)[0]);
+    CHECK(std::stod((*it)[2]) == Approx(std::stod((*it)[3])).epsilon(1e-5));
+  }
+  for (std::sregex_iterator it(other.begin(), other.end(), buffer), end; it != end; ++it) theirs.push_back((*it)[0]);
+  REQUIRE(mine.size() == 2);  // rounds 1 and 2 (round 3 ends with "finished")
+  CHECK(mine == theirs);
   // The checkpoint names the tensors the worker declared (safetensors header).
   REQUIRE_FALSE(rounds[2].checkpoints.empty());
   const std::string ckpt = ReadFile(rounds[2].checkpoints[0].second);
