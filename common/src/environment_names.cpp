@@ -23,4 +23,14 @@ bool IsReservedEnvironmentName(std::string_view name) {
   return name.substr(0, 9) == "LONGHAUL_";
 }
 
+bool IsLoaderEnvironmentName(std::string_view name) {
+  static constexpr std::array<std::string_view, 12> kLoader = {
+      "GCONV_PATH",  "PYTHONSTARTUP", "PYTHONHOME", "PYTHONINSPECT", "PYTHONBREAKPOINT", "BASH_ENV",
+      "ENV",         "PERL5OPT",      "PERL5LIB",   "NODE_OPTIONS",  "RUBYOPT",          "LOCPATH"};
+  for (auto l : kLoader) {
+    if (name == l) return true;
+  }
+  return name.substr(0, 3) == "LD_";
+}
+
 }  // namespace longhaul

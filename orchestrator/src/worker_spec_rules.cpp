@@ -43,6 +43,8 @@ Status CheckEnv(std::string_view name, std::string_view value) {
   const std::string field = "worker.env." + std::string(name);
   if (IsReservedEnvironmentName(name))
     return Bad(field, "is set by the agent for every worker (LONGHAUL_* and torchrun's variables) and cannot be overridden");
+  if (IsLoaderEnvironmentName(name))
+    return Bad(field, "changes how programs are loaded or interpreted before they run and is refused");
   return spec_limits::CheckText(field, value, spec_limits::kEnvValue.max_bytes);
 }
 

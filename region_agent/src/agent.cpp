@@ -1,5 +1,7 @@
-#include "zmq_poll.h"
 #include "longhaul/region_agent/agent.h"
+
+#include "drop_log.h"
+#include "zmq_poll.h"
 
 #include <spdlog/spdlog.h>
 
@@ -16,7 +18,7 @@ constexpr const char* kSessionEndpoint = "inproc://longhaul-agent-session";
 
 }  // namespace
 
-Agent::Agent(AgentOptions options) : options_(std::move(options)) {}
+Agent::Agent(AgentOptions options) : options_(std::move(options)), drops_(std::make_unique<DropLog>()) {}
 
 Agent::~Agent() {
   if (session_) session_->Stop();
@@ -80,6 +82,7 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
     agent->workers_socket_->set(zmq::sockopt::router_mandatory, 1);
     agent->workers_socket_->bind("tcp://127.0.0.1:0");
     agent->worker_endpoint_ = agent->workers_socket_->get(zmq::sockopt::last_endpoint);
+    spdlog::info("worker socket {} (a hello must carry its launch's token)", agent->worker_endpoint_);
   } catch (const zmq::error_t& e) {
     return Unavailable(std::string("binding agent sockets: ") + e.what());
   }
@@ -295,15 +298,11 @@ void Agent::OnVerdict(const v1::RoundVerdict& verdict) {
 
 void Agent::HandleWorkerFrame(const std::string& routing_id, const zmq::message_t& frame) {
   auto msg = proto::DecodeControl(frame.to_string_view());
-  if (!msg.ok()) {
-    spdlog::warn("dropped a frame from a worker: {}", msg.status().ToString());
-    return;
-  }
+  if (!msg.ok()) return drops_->Drop("a frame that is not a control message: " + msg.status().ToString());
   if (msg->has_worker_hello()) return OnHello(routing_id, msg->worker_hello());
   auto route = routes_.find(routing_id);
   if (route == routes_.end()) {
-    spdlog::warn("dropped {} from an unknown worker", proto::BodyName(*msg));
-    return;
+    return drops_->Drop(std::string(proto::BodyName(*msg)) + " from a connection that never said hello");
   }
   if (msg->has_link_report()) {  // worker 0's WAN measurements: for the orchestrator's scheduler
     if (msg->link_report().region() != options_.region) return;
@@ -327,12 +326,16 @@ void Agent::HandleWorkerFrame(const std::string& routing_id, const zmq::message_
 }
 
 void Agent::OnHello(const std::string& routing_id, const v1::WorkerHello& hello) {
-  auto it = jobs_.find(hello.job_id());
+  auto it = jobs_.find(hello.job_id().substr(0, 128));
   if (it == jobs_.end() || it->second->phase() != RegionJob::Phase::kLaunching) {
-    spdlog::warn("dropped hello from worker {} of job {} (not launching)", hello.worker_rank(), hello.job_id());
-    return;
+    return drops_->Drop("a hello for job '" + hello.job_id().substr(0, 64) + "' rank " +
+                        std::to_string(hello.worker_rank()) + ": no such job is launching");
   }
   RegionJob& job = *it->second;
+  if (!job.Authenticates(hello)) {  // not a process this launch started: the job is not touched
+    return drops_->Drop("a hello for job " + job.job_id() + " rank " + std::to_string(hello.worker_rank()) +
+                        " without its launch's token");
+  }
   Status s = job.OnHello(routing_id, hello);
   if (!s.ok()) {
     Reject(job.job_id(), s.WithContext("job " + job.job_id() + " in region " + options_.region));

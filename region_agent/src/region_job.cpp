@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "longhaul/common/random_token.h"
 #include "longhaul/region_agent/region_report.h"
 #include "longhaul/session/session_options.h"
 
@@ -100,6 +101,7 @@ SpawnOptions RegionJob::WorkerSpawn(int rank, const std::filesystem::path& store
   so.collective_timeout = options_.collective_timeout;
   so.link_io = options_.link_io;
   so.validation_batches = options_.validation_batches;
+  so.worker_token = tokens_.at(static_cast<size_t>(rank));
   SpawnOptions spawn;
   spawn.log_file = log_file(rank);
   spawn.env = session::WorkerEnvironment(so, static_cast<int>(config_.workers), options_.data_host, master_port);
@@ -130,6 +132,8 @@ Status RegionJob::SpawnWorkers() {
   const auto store = options_.job_dir / ("launch-" + std::to_string(options_.launch_id)) / "gloo";
   routing_ids_.assign(n, "");
   wan_endpoints_.assign(n, "");
+  tokens_.clear();
+  for (int rank = 0; rank < n; ++rank) tokens_.push_back(RandomToken());
   LONGHAUL_ASSIGN_OR_RETURN(int master_port, FreePort(options_.data_host));
   for (int rank = 0; rank < n; ++rank) {
     auto child = ChildProcess::Spawn(WorkerSpawn(rank, store, master_port));
@@ -157,6 +161,10 @@ std::string RegionJob::MissingHellos() const {
   return "worker(s) " + missing + " did not report ready within " +
          std::to_string(options_.start_timeout.count() / 1000) + " s (never connected to the agent)" +
          (tail.empty() ? "" : "; last output of worker " + std::to_string(first) + ":\n" + tail);
+}
+
+bool RegionJob::Authenticates(const v1::WorkerHello& hello) const {
+  return hello.worker_rank() < tokens_.size() && TokensEqual(hello.token(), tokens_[hello.worker_rank()]);
 }
 
 Status RegionJob::OnHello(const std::string& routing_id, const v1::WorkerHello& hello) {

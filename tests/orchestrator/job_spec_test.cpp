@@ -282,6 +282,22 @@ TEST_CASE("a command worker may not set the variables the agent gives every work
   CHECK(msg.size() < 300);  // quotes only a prefix of the value
 }
 
+TEST_CASE("a command worker's environment may not change how programs are loaded or interpreted", "[job_spec][worker]") {
+  for (const char* name : {"LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "GCONV_PATH", "PYTHONSTARTUP", "PYTHONHOME",
+                           "BASH_ENV", "NODE_OPTIONS"}) {
+    INFO(name);
+    auto spec = ParseJobSpecYaml("name: x\nrounds: 2\nworker: {command: [python3], env: {" + std::string(name) +
+                                     ": /tmp/x}}\n",
+                                 "job.yaml");
+    REQUIRE_FALSE(spec.ok());
+    CHECK_THAT(spec.status().message(),
+               Catch::Contains("'worker.env." + std::string(name) + "'") && Catch::Contains("loaded or interpreted"));
+  }
+  auto fine = ParseJobSpecYaml("name: x\nrounds: 2\nworker: {command: [python3], env: {HF_HOME: /cache, OMP_NUM_THREADS: '2'}}\n",
+                               "job.yaml");
+  CHECK(fine.ok());
+}
+
 TEST_CASE("an empty command, or an empty entry in it, is rejected", "[job_spec][worker]") {
   auto empty = ParseJobSpecYaml("name: x\nrounds: 2\nworker:\n  command: []\n", "job.yaml");
   REQUIRE_FALSE(empty.ok());

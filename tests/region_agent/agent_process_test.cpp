@@ -14,7 +14,10 @@
 #include <sstream>
 #include <thread>
 
+#include <zmq.hpp>
+
 #include "fake_orchestrator.h"
+#include "longhaul/proto/frame.h"
 #include "longhaul/proto/job_defaults.h"
 #include "longhaul/session/checkpoint_path.h"
 #include "support/subprocess.h"
@@ -184,6 +187,81 @@ TEST_CASE("region_agent: agent registers, heartbeats, rejects bad assignments an
   CHECK(agent.Running());
   agent.Signal(SIGTERM);
   CHECK(agent.Wait(10s) == 0);  // exited with status 0
+}
+
+// A local process on the agent's worker socket that is not one of its workers.
+struct Impostor {
+  zmq::context_t ctx;
+  zmq::socket_t socket{ctx, zmq::socket_type::dealer};
+  explicit Impostor(const std::string& endpoint) {
+    socket.set(zmq::sockopt::linger, 0);
+    socket.connect(endpoint);
+  }
+  void Send(std::string_view bytes) { socket.send(zmq::buffer(bytes.data(), bytes.size()), zmq::send_flags::none); }
+  void Hello(const std::string& job, uint32_t rank, const std::string& token) {
+    v1::ControlMessage m;
+    auto* h = m.mutable_worker_hello();
+    h->set_job_id(job);
+    h->set_worker_rank(rank);
+    h->set_wan_endpoint("tcp://127.0.0.1:9");
+    h->set_num_params(1);
+    h->set_token(token);
+    Send(longhaul::proto::EncodeControl(m));
+  }
+};
+
+TEST_CASE("region_agent: agent only a process it launched can say hello for a worker; a flood costs a line a second",
+          "[agent][security]") {
+  FakeOrchestrator orch;
+  const TempDir tmp("agent-impostor");
+  const auto& dir = tmp.path();
+  auto agent = StartAgent("eu", orch, 1, dir);
+  REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion), 10s));
+  const auto line = agent.WaitForLine("worker socket tcp://", 10s);
+  REQUIRE(line);
+  const auto at = line->find("tcp://");
+  Impostor impostor(line->substr(at, line->find(' ', at) - at));
+  // A job whose real worker never says hello: it stays launching while the
+  // impostor tries to take rank 0 (and a rank the job does not have).
+  auto a = TinyJob("j-guard", "eu", 0, 1, 1);
+  a.mutable_spec()->clear_model_preset();
+  a.mutable_spec()->mutable_worker()->mutable_command()->add_argv("/bin/sleep");
+  a.mutable_spec()->mutable_worker()->mutable_command()->add_argv("60");
+  orch.Send("eu", Wrap(a));
+  REQUIRE(agent.WaitForLine("job j-guard: launched 1 worker(s)", 10s));
+  impostor.Hello("j-guard", 99, "");
+  REQUIRE(agent.WaitForLine("dropped a hello for job j-guard rank 99 without its launch's token", 10s));
+  impostor.Hello("j-guard", 0, "0123456789abcdef0123456789abcdef");
+  impostor.Send("not a control message");
+  for (int i = 0; i < 500; ++i) impostor.Send("flood " + std::to_string(i));
+  // A second later the next frame is logged after a line counting what was
+  // dropped silently in between: every frame read, two lines written. The
+  // job is untouched meanwhile: neither ready with the impostor's endpoint nor
+  // rejected because of it.
+  bool job_touched = false;
+  const auto flood_end = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - flood_end < 1100ms) {
+    REQUIRE(orch.WaitFor(
+        [&](const FakeOrchestrator::Incoming& in) {
+          job_touched = job_touched || in.msg.has_job_ready() || in.msg.has_job_rejected();
+          return in.msg.has_heartbeat();  // every 100 ms
+        },
+        5s));
+  }
+  impostor.Hello("j-last", 0, "");
+  REQUIRE(agent.WaitForLine("dropped a hello for job 'j-last' rank 0: no such job is launching", 10s));
+  CHECK_FALSE(job_touched);
+  std::ifstream in(dir / "eu-agent.log");
+  size_t lines = 0, counted = 0;
+  for (std::string l; std::getline(in, l);) {
+    if (l.find("worker socket: dropped") != std::string::npos) ++lines;
+    const auto more = l.find(" more frame(s) dropped since the last such line");
+    if (more != std::string::npos) counted += std::stoul(l.substr(l.rfind(' ', more - 1) + 1));
+  }
+  CHECK(lines + counted == 504);  // both hellos, the junk frame, the flood of 500, the last hello
+  CHECK(lines <= 3);              // one per second of flooding (2 unless the machine stalled)
+  agent.Signal(SIGTERM);
+  CHECK(agent.Wait(20s) == 0);
 }
 
 TEST_CASE("region_agent: agent a killed worker makes the region unhealthy and the agent takes new jobs", "[agent]") {

@@ -182,6 +182,17 @@ TEST_CASE("region_agent: A command worker with an empty argv or a reserved varia
     REQUIRE(!r.ok());
     CHECK(r.status().message().find(std::string("spec.worker.env.") + reserved) != std::string::npos);
   }
+  // The agent refuses what the orchestrator refuses, whoever sent the spec.
+  for (const char* loader : {"LD_PRELOAD", "PYTHONSTARTUP"}) {
+    a = Good();
+    auto* c = a.mutable_spec()->mutable_worker()->mutable_command();
+    c->add_argv("python3");
+    c->mutable_env()->insert({loader, "/tmp/x"});
+    r = lw::AdmitJob(a, "eu", 4);
+    REQUIRE(!r.ok());
+    CHECK_THAT(r.status().message(), Catch::Contains(std::string("spec.worker.env.") + loader) &&
+                                         Catch::Contains("loaded or interpreted"));
+  }
 }
 
 TEST_CASE("region_agent: Shard pieces partition every fragment", "[shard_layout]") {

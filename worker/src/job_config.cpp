@@ -70,6 +70,8 @@ Status ParseCommand(const v1::CommandWorker& c, JobConfig& job) {
       return InvalidArgument("spec.worker.env: '" + name.substr(0, 32) + "' is not a variable name");
     if (IsReservedEnvironmentName(name))
       return InvalidArgument("spec.worker.env." + name + " is reserved: the agent sets it for every worker");
+    if (IsLoaderEnvironmentName(name))
+      return InvalidArgument("spec.worker.env." + name + " changes how programs are loaded or interpreted and is refused");
     if (value.find('\0') != std::string::npos)
       return InvalidArgument("spec.worker.env." + name + " contains a NUL byte");
     cmd.env[name] = value;

@@ -142,6 +142,7 @@ void Session::SayHello(const Status& status, uint32_t restored_round, double los
   auto* hello = msg.mutable_worker_hello();
   hello->set_job_id(assignment_.job_id());
   hello->set_worker_rank(static_cast<uint32_t>(options_.rank));
+  hello->set_token(options_.worker_token);
   if (!status.ok()) {
     *hello->mutable_error() = proto::ToWireError(status);
   } else {

@@ -18,6 +18,7 @@ constexpr const char* kAllowlist = "LONGHAUL_ALLOWLIST";
 constexpr const char* kCollectiveMs = "LONGHAUL_COLLECTIVE_TIMEOUT_MS";
 constexpr const char* kLinkIoMs = "LONGHAUL_LINK_IO_TIMEOUT_MS";
 constexpr const char* kValidationBatches = "LONGHAUL_VALIDATION_BATCHES";
+constexpr const char* kWorkerToken = "LONGHAUL_WORKER_TOKEN";
 
 Result<std::string> Required(const char* name) {
   const char* v = std::getenv(name);
@@ -73,6 +74,7 @@ std::map<std::string, std::string> WorkerEnvironment(const SessionOptions& o, in
       {kCollectiveMs, std::to_string(o.collective_timeout.count())},
       {kLinkIoMs, std::to_string(o.link_io.count())},
       {kValidationBatches, std::to_string(o.validation_batches)},
+      {kWorkerToken, o.worker_token},
       // torchrun's variables: one node per region as far as torch.distributed sees it.
       {"RANK", std::to_string(o.rank)},
       {"WORLD_SIZE", std::to_string(world_size)},
@@ -108,6 +110,7 @@ Result<SessionOptions> SessionOptionsFromEnvironment() {
   o.link_io = Duration(link_io);
   LONGHAUL_ASSIGN_OR_RETURN(int64_t batches, Integer(kValidationBatches, 0, 1 << 20, o.validation_batches));
   o.validation_batches = static_cast<int>(batches);
+  if (const char* t = std::getenv(kWorkerToken); t != nullptr) o.worker_token = t;  // without it the agent drops the hello
   LONGHAUL_RETURN_IF_ERROR(o.Validate());
   return o;
 }

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <thread>
 
+#include "longhaul/common/random_token.h"
 #include "longhaul/orchestrator/cli.h"
 #include "longhaul/orchestrator/control_client.h"
 #include "longhaul/orchestrator/job_spec.h"
@@ -47,16 +48,7 @@ Result<v1::ControlMessage> Request(const CliContext& ctx, v1::ControlMessage req
 }
 
 // 128 random bits: unique per submit without coordination.
-std::string RandomIdempotencyKey() {
-  std::random_device rd;
-  std::string key = "cli-";
-  for (int i = 0; i < 4; ++i) {
-    char part[9];
-    std::snprintf(part, sizeof(part), "%08x", static_cast<unsigned>(rd()));
-    key += part;
-  }
-  return key;
-}
+std::string RandomIdempotencyKey() { return "cli-" + RandomToken(); }
 
 }  // namespace
 

@@ -15,5 +15,10 @@ namespace longhaul {
 bool IsEnvironmentName(std::string_view name);
 // Set by the agent: not for a job to set.
 bool IsReservedEnvironmentName(std::string_view name);
+// Changes how a program is loaded or interpreted before its own code runs (the
+// dynamic loader's LD_*, GCONV_PATH, PYTHONSTARTUP/PYTHONHOME/PYTHONINSPECT,
+// BASH_ENV/ENV, PERL5OPT, NODE_OPTIONS...): refused in a job's environment, so
+// a job runs the program it names and nothing else.
+bool IsLoaderEnvironmentName(std::string_view name);
 
 }  // namespace longhaul

@@ -28,6 +28,8 @@
 
 namespace longhaul::region_agent {
 
+class DropLog;
+
 class Agent {
  public:
   // Validates options, loads keys, binds the worker socket and /metrics.
@@ -75,6 +77,7 @@ class Agent {
   std::map<std::string, std::unique_ptr<RegionJob>> jobs_;
   std::map<std::string, std::string> failed_jobs_;  // job -> why it stopped here
   std::map<std::string, std::pair<std::string, int>> routes_;  // routing id -> (job, rank)
+  std::unique_ptr<DropLog> drops_;
   uint64_t launches_ = 0;
   uint64_t request_id_ = 0;
 };

@@ -61,6 +61,9 @@ class RegionJob {
   // "workers 1, 3 did not report in time".
   std::string MissingHellos() const;
 
+  // Whether the hello carries the token this launch gave its rank (a hello
+  // without it comes from some other local process: dropped, not an error).
+  bool Authenticates(const v1::WorkerHello& hello) const;
   // Start-up handshake; an error hello or a bad rank comes back as the error.
   Status OnHello(const std::string& routing_id, const v1::WorkerHello& hello);
   bool all_hellos() const;
@@ -124,6 +127,7 @@ class RegionJob {
   std::vector<ChildProcess> workers_;
   std::vector<ChildProcess> linkems_;
   std::vector<std::string> routing_ids_;     // "" until the worker's hello
+  std::vector<std::string> tokens_;          // per rank, new for every launch
   std::vector<std::string> wan_endpoints_;
   std::optional<v1::PeerEndpoint> endpoint_;
   uint64_t num_params_ = 0;

@@ -17,6 +17,7 @@
 //   LONGHAUL_COLLECTIVE_TIMEOUT_MS deadline of one collective (timeouts.h)
 //   LONGHAUL_LINK_IO_TIMEOUT_MS    deadline of one WAN chunk send/receive
 //   LONGHAUL_VALIDATION_BATCHES    held-out batches for val_loss (built-in trainer)
+//   LONGHAUL_WORKER_TOKEN          this launch's secret for this rank, sent in the hello
 //
 // plus torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and
 // MASTER_PORT, so torch.distributed's env:// rendezvous works inside the region.
@@ -44,6 +45,7 @@ struct SessionOptions {
   Duration collective_timeout{std::chrono::seconds(60)};
   Duration link_io{std::chrono::seconds(10)};
   int validation_batches = 4;
+  std::string worker_token;  // proves to the agent that the hello comes from the process it launched
   // Names the first missing or bad field.
   Status Validate() const;
 };
