@@ -59,7 +59,11 @@ class ChildProcess {
   bool WaitExit(Deadline deadline);
 
   // The last `lines` non-empty lines of a log file, at most `max_bytes` (for
-  // error messages about a child that failed: its stderr tail).
+  // error messages about a child that failed: its stderr tail). The file is in
+  // a folder the worker can write: it is opened without following a symlink
+  // and without blocking (a FIFO), read only if it is a regular file and only
+  // its last 64 KiB, and control characters other than tab become '?' (no
+  // terminal escapes reach `longhaul status`).
   static std::string LogTail(const std::filesystem::path& log_file, int lines = 8, size_t max_bytes = 1500);
 
   // One line of the captured stdout (without the newline), by the deadline.
