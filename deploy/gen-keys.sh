@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Generates CURVE key pairs for an orchestrator, the given regions and one CLI
-# user, and the allowlist the orchestrator and the WAN data plane admit.
+# Generates CURVE key pairs for an orchestrator, the given regions, one CLI user
+# and one CLI admin, and the allowlist the orchestrator and the WAN data plane admit.
 #   deploy/gen-keys.sh KEYDIR eu-west us-east ap-south
 # Writes KEYDIR/<name>.key (secret, 0600), KEYDIR/<name>.pub, KEYDIR/allowed/*.pub and
 # KEYDIR/allowed/roles.
@@ -10,12 +10,13 @@ keydir=$1; shift
 LONGHAUL=${LONGHAUL:-$(dirname "$0")/../build/bin/longhaul}
 [ -x "$LONGHAUL" ] || { echo "gen-keys: $LONGHAUL not built (run deploy/test.sh or set LONGHAUL=)" >&2; exit 1; }
 mkdir -p "$keydir/allowed"
-# Roles (allowed/roles): "user" may use the CLI; each region's key is the agent of
-# that region only, so no key can register (and take over) another's region.
-echo "user user" > "$keydir/allowed/roles"
-for name in orchestrator user "$@"; do
+# Roles (allowed/roles): "user" submits jobs and cancels its own; "admin" may also
+# cancel anyone's and remove regions; each region's key is the agent of that
+# region only, so no key can register (and take over) another's region.
+printf 'user user\nadmin admin\n' > "$keydir/allowed/roles"
+for name in orchestrator user admin "$@"; do
   if [ ! -e "$keydir/$name.key" ]; then "$LONGHAUL" keys gen --dir "$keydir" --name "$name" >/dev/null; fi
   [ "$name" = orchestrator ] || cp "$keydir/$name.pub" "$keydir/allowed/$name.pub"
-  case "$name" in orchestrator|user) ;; *) echo "$name agent $name" >> "$keydir/allowed/roles" ;; esac
+  case "$name" in orchestrator|user|admin) ;; *) echo "$name agent $name" >> "$keydir/allowed/roles" ;; esac
 done
 echo "keys in $keydir; allowlist $keydir/allowed ($(ls "$keydir/allowed" | wc -l) keys)"

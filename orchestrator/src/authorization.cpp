@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "longhaul/orchestrator/region_registry.h"
 #include "longhaul/proto/frame.h"
 
 namespace longhaul::orchestrator {
@@ -29,7 +30,10 @@ Status AuthorizeControl(const v1::ControlMessage& msg, const wan_transport::KeyR
   const std::string* region = RegionOf(msg);
   const bool agent = role->kind == wan_transport::KeyRole::Kind::kAgent;
   if (region != nullptr) {
-    if (!agent) return PermissionDenied("key '" + role->name + "' is a user key; " + what + " needs an agent key");
+    if (!agent) {
+      const char* kind = role->kind == wan_transport::KeyRole::Kind::kAdmin ? "an admin" : "a user";
+      return PermissionDenied("key '" + role->name + "' is " + kind + " key; " + what + " needs an agent key");
+    }
     if (!role->regions.empty() && std::find(role->regions.begin(), role->regions.end(), *region) == role->regions.end()) {
       return PermissionDenied("agent key '" + role->name + "' may not speak for region '" + region->substr(0, 64) +
                               "' (" + what + ")");
@@ -37,7 +41,15 @@ Status AuthorizeControl(const v1::ControlMessage& msg, const wan_transport::KeyR
     return Status::Ok();
   }
   if (agent) return PermissionDenied("key '" + role->name + "' is an agent key; " + what + " needs a user key");
+  if (msg.has_remove_region() && role->kind != wan_transport::KeyRole::Kind::kAdmin)
+    return PermissionDenied("key '" + role->name + "' is a user key; " + what + " needs an admin key");
   return Status::Ok();
+}
+
+Status AuthorizeJobControl(const std::string& job_id, const PeerKey& owner, const PeerKey& caller) {
+  if (caller.admin || owner.public_key.empty() || owner.public_key == caller.public_key) return Status::Ok();
+  return PermissionDenied(job_id + " belongs to key '" + owner.name + "'; only its owner or an admin key (here: '" +
+                          caller.name + "') may cancel it");
 }
 
 }  // namespace longhaul::orchestrator

@@ -88,12 +88,16 @@ void ControlServer::HandleIncoming(Orchestrator& orchestrator, OrchestratorMetri
     return Send(identity, reply);
   }
   PeerKey peer_key;
+  peer_key.admin = true;  // unless roles say otherwise: insecure, or no roles file
   if (!options_.insecure) {
     // The ZAP handler made the client's public key the message's User-Id.
     const char* key = parts[1].gets("User-Id");
     peer_key.public_key = key != nullptr ? key : "";
     const wan_transport::KeyRole* role = options_.allowlist.RoleOf(peer_key.public_key);
-    if (role) peer_key.name = role->name;
+    if (role) {
+      peer_key.name = role->name;
+      peer_key.admin = role->kind == wan_transport::KeyRole::Kind::kAdmin;
+    }
     Status allowed = AuthorizeControl(*msg, role);
     if (!allowed.ok()) {
       reject("forbidden", allowed.message());

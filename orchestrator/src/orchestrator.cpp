@@ -8,6 +8,7 @@
 
 #include "job_runtime.h"
 #include "job_spec_limits.h"
+#include "longhaul/orchestrator/authorization.h"
 #include "longhaul/orchestrator/request_limits.h"
 #include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/proto/frame.h"
@@ -125,8 +126,8 @@ void Orchestrator::Handle(const std::string& identity, const v1::ControlMessage&
     case B::kRoundReport: return HandleRoundReport(identity, msg);
     case B::kLinkReport: return HandleLinkReport(identity, msg);
     case B::kJobFacts: return HandleJobFacts(identity, msg);
-    case B::kSubmitJob: return HandleSubmit(identity, msg);
-    case B::kCancelJob: return HandleCancel(identity, msg);
+    case B::kSubmitJob: return HandleSubmit(identity, msg, key);
+    case B::kCancelJob: return HandleCancel(identity, msg, key);
     case B::kJobStatusRequest: {
       auto st = JobStatusOf(msg.job_status_request().job_id());
       if (!st.ok()) return ReplyError(identity, msg, st.status());
@@ -222,7 +223,7 @@ void Orchestrator::HandleHeartbeat(const std::string& identity, const v1::Contro
   ObserveHeartbeat(hb.region(), hb);
 }
 
-void Orchestrator::HandleSubmit(const std::string& identity, const v1::ControlMessage& msg) {
+void Orchestrator::HandleSubmit(const std::string& identity, const v1::ControlMessage& msg, const PeerKey& owner) {
   v1::JobSpec spec = msg.submit_job().spec();
   const std::string& key = msg.submit_job().idempotency_key();
   if (!key.empty() && !request_limits::IsValidIdempotencyKey(key))
@@ -249,7 +250,7 @@ void Orchestrator::HandleSubmit(const std::string& identity, const v1::ControlMe
     reply.mutable_submit_job_reply()->set_existing(true);
     return Reply(identity, msg, std::move(reply));
   }
-  auto id = store_->CreateJob(spec, clock_.UnixSeconds(), key);
+  auto id = store_->CreateJob(spec, clock_.UnixSeconds(), key, owner.public_key, owner.name);
   if (!id.ok()) {
     spdlog::error("creating a job: {}", id.status().ToString());
     if (metrics_) metrics_->StateWriteFailed("creating a job");
@@ -259,6 +260,8 @@ void Orchestrator::HandleSubmit(const std::string& identity, const v1::ControlMe
   job->rec.id = *id;
   job->rec.spec = spec;
   job->rec.idempotency_key = key;
+  job->rec.owner_key = owner.public_key;
+  job->rec.owner_name = owner.name;
   job->rec.created_at = clock_.UnixSeconds();
   if (!key.empty()) by_idempotency_key_[key] = *id;
   job->phase_since = clock_.Now();
@@ -300,14 +303,18 @@ void Orchestrator::HandleListJobs(const std::string& identity, const v1::Control
   Reply(identity, msg, std::move(reply));
 }
 
-void Orchestrator::HandleCancel(const std::string& identity, const v1::ControlMessage& msg) {
+void Orchestrator::HandleCancel(const std::string& identity, const v1::ControlMessage& msg, const PeerKey& key) {
   auto it = jobs_.find(msg.cancel_job().job_id());
   if (it == jobs_.end()) return ReplyError(identity, msg, NotFound("unknown job '" + msg.cancel_job().job_id() + "'"));
   Job& job = *it->second;
+  if (Status allowed = AuthorizeJobControl(job.rec.id, {job.rec.owner_key, job.rec.owner_name}, key); !allowed.ok()) {
+    Reject("forbidden", allowed.message());
+    return ReplyError(identity, msg, allowed);
+  }
   if (!job.active())
     return ReplyError(identity, msg,
                       FailedPrecondition("job " + job.rec.id + " already " + std::string(JobStateName(job.rec.state))));
-  FinishJob(job, JobState::kCancelled, "cancelled by user");
+  FinishJob(job, JobState::kCancelled, key.name.empty() ? "cancelled by user" : "cancelled by key '" + key.name + "'");
   if (job.pending_finish)
     return ReplyError(identity, msg,
                       Unavailable("the cancellation of " + job.rec.id + " is not in the state file yet (" +

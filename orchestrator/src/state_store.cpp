@@ -9,7 +9,7 @@
 namespace longhaul::orchestrator {
 namespace {
 
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 
 // Migration i brings the schema from version i to i+1.
 const char* const kMigrations[] = {
@@ -45,6 +45,9 @@ CREATE INDEX events_by_job ON events (job_id, id);
     // 4: the submitter's idempotency key (a retried submit finds its job).
     "ALTER TABLE jobs ADD COLUMN idempotency_key TEXT NOT NULL DEFAULT '';"
     "CREATE UNIQUE INDEX jobs_by_idempotency_key ON jobs (idempotency_key) WHERE idempotency_key != '';",
+    // 5: the key that submitted a job (only it or an admin key may cancel the job).
+    "ALTER TABLE jobs ADD COLUMN owner_key TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE jobs ADD COLUMN owner_name TEXT NOT NULL DEFAULT '';",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion);
 
@@ -156,7 +159,8 @@ Status StateStore::Migrate() {
   return Status::Ok();
 }
 
-Result<std::string> StateStore::CreateJob(const v1::JobSpec& spec, double now, const std::string& idempotency_key) {
+Result<std::string> StateStore::CreateJob(const v1::JobSpec& spec, double now, const std::string& idempotency_key,
+                                          const std::string& owner_key, const std::string& owner_name) {
   LONGHAUL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   int64_t n = 0;
   {
@@ -168,9 +172,16 @@ Result<std::string> StateStore::CreateJob(const v1::JobSpec& spec, double now, c
   char id[32];
   std::snprintf(id, sizeof(id), "job-%06lld", static_cast<long long>(n + 1));
   Stmt ins(db_,
-           "INSERT INTO jobs (id, name, spec, state, created_at, idempotency_key) VALUES (?, ?, ?, 'submitted', ?, ?)");
-  Status s =
-      ins.Text(1, id).Text(2, spec.name()).Bind(3, spec.SerializeAsString()).Bind(4, now).Text(5, idempotency_key).Run();
+           "INSERT INTO jobs (id, name, spec, state, created_at, idempotency_key, owner_key, owner_name) "
+           "VALUES (?, ?, ?, 'submitted', ?, ?, ?, ?)");
+  Status s = ins.Text(1, id)
+                 .Text(2, spec.name())
+                 .Bind(3, spec.SerializeAsString())
+                 .Bind(4, now)
+                 .Text(5, idempotency_key)
+                 .Text(6, owner_key)
+                 .Text(7, owner_name)
+                 .Run();
   if (s.ok()) {
     Stmt ev(db_, "INSERT INTO events (time, job_id, kind, message) VALUES (?, ?, 'submitted', ?)");
     s = ev.Bind(1, now).Text(2, id).Text(3, "job '" + spec.name() + "' submitted").Run();
@@ -262,7 +273,7 @@ Result<std::vector<JobRecord>> StateStore::LoadJobs() {
   std::vector<JobRecord> jobs;
   Stmt q(db_,
          "SELECT id, spec, state, reason, epoch, last_committed_round, wan_bytes, created_at, started_at, finished_at, "
-         "idempotency_key FROM jobs ORDER BY id");
+         "idempotency_key, owner_key, owner_name FROM jobs ORDER BY id");
   Status err;
   while (q.Step(&err)) {
     JobRecord j;
@@ -279,6 +290,8 @@ Result<std::vector<JobRecord>> StateStore::LoadJobs() {
     j.started_at = q.Real(8);
     j.finished_at = q.Real(9);
     j.idempotency_key = q.Blob(10);
+    j.owner_key = q.Blob(11);
+    j.owner_name = q.Blob(12);
     jobs.push_back(std::move(j));
   }
   LONGHAUL_RETURN_IF_ERROR(err);

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "longhaul/orchestrator/authorization.h"
+#include "longhaul/orchestrator/region_registry.h"
 
 using namespace longhaul;
 using wan_transport::KeyRole;
@@ -47,16 +48,45 @@ TEST_CASE("authorization: CLI requests need a user key", "[roles]") {
   CHECK(orchestrator::AuthorizeControl(submit, nullptr).ok());  // no roles: --insecure
 }
 
+TEST_CASE("authorization: removing a region needs an admin key; a job is cancelled by its owner or an admin",
+          "[roles]") {
+  const KeyRole user{KeyRole::Kind::kUser, {}, "alice"};
+  const KeyRole admin{KeyRole::Kind::kAdmin, {}, "ops"};
+  v1::ControlMessage remove;
+  remove.mutable_remove_region()->set_region("eu-west");
+  auto by_user = orchestrator::AuthorizeControl(remove, &user);
+  CHECK(by_user.code() == StatusCode::kPermissionDenied);
+  CHECK_THAT(by_user.message(), Catch::Contains("'alice' is a user key") && Catch::Contains("needs an admin key"));
+  CHECK(orchestrator::AuthorizeControl(remove, &admin).ok());
+  v1::ControlMessage submit;
+  submit.mutable_submit_job();
+  CHECK(orchestrator::AuthorizeControl(submit, &admin).ok());  // an admin is a user too
+
+  const orchestrator::PeerKey alice{"ALICEKEY", "alice", false}, bob{"BOBKEY", "bob", false}, ops{"OPSKEY", "ops", true};
+  CHECK(orchestrator::AuthorizeJobControl("job-000001", alice, alice).ok());
+  CHECK(orchestrator::AuthorizeJobControl("job-000001", alice, ops).ok());
+  auto by_bob = orchestrator::AuthorizeJobControl("job-000001", alice, bob);
+  CHECK(by_bob.code() == StatusCode::kPermissionDenied);
+  CHECK_THAT(by_bob.message(), Catch::Contains("job-000001 belongs to key 'alice'") && Catch::Contains("'bob'"));
+  CHECK(orchestrator::AuthorizeJobControl("job-000001", {}, bob).ok());  // a job from before owners were kept
+}
+
 TEST_CASE("roles file: one role per key, errors name the line", "[roles]") {
   auto roles = wan_transport::ParseRoles("# comment\neu-west agent eu-west eu-central\nalice user  # the CLI\n", "roles");
   REQUIRE(roles.ok());
   CHECK(roles->at("eu-west").kind == KeyRole::Kind::kAgent);
   CHECK(roles->at("eu-west").regions == std::vector<std::string>{"eu-west", "eu-central"});
   CHECK(roles->at("alice").kind == KeyRole::Kind::kUser);
-  auto bad = wan_transport::ParseRoles("eu-west admin\n", "roles");
+  auto bad = wan_transport::ParseRoles("eu-west boss\n", "roles");
   CHECK_THAT(bad.status().message(), Catch::Contains("roles line 1"));
-  auto twice = wan_transport::ParseRoles("a user\na agent\n", "roles");
+  auto twice = wan_transport::ParseRoles("a user\na admin\n", "roles");
   CHECK_THAT(twice.status().message(), Catch::Contains("a second role for 'a'"));
   auto user_regions = wan_transport::ParseRoles("a user eu-west\n", "roles");
   CHECK_THAT(user_regions.status().message(), Catch::Contains("takes no regions"));
+  auto admin = wan_transport::ParseRoles("ops admin\n", "roles");
+  REQUIRE(admin.ok());
+  CHECK(admin->at("ops").kind == KeyRole::Kind::kAdmin);
+  // An agent line without regions would let its key claim any region name.
+  auto wild = wan_transport::ParseRoles("wild agent\n", "roles");
+  CHECK_THAT(wild.status().message(), Catch::Contains("roles line 1") && Catch::Contains("must name the regions"));
 }

@@ -17,8 +17,8 @@ void MakeKeys(const fs::path& dir, const std::vector<std::string>& names, const 
     for (const auto& a : allowed) {
       if (a != n) continue;
       fs::copy_file(dir / (n + ".pub"), dir / "allow" / (n + ".pub"));  // public keys only
-      // "cli" and "user*" keys use the CLI; every other key is its region's agent.
-      roles << n << (n == "cli" || n.rfind("user", 0) == 0 ? " user\n" : " agent " + n + "\n");
+      // "cli" is the admin, "user*" keys are users; every other key is its region's agent.
+      roles << n << (n == "cli" ? " admin\n" : n.rfind("user", 0) == 0 ? " user\n" : " agent " + n + "\n");
     }
   }
 }

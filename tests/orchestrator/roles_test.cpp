@@ -10,6 +10,7 @@
 #include "longhaul/orchestrator/cli.h"
 #include "longhaul/orchestrator/control_client.h"
 #include "longhaul/orchestrator/endpoint_file.h"
+#include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/wan_transport/curve.h"
 
 using namespace longhaul;
@@ -52,7 +53,7 @@ TEST_CASE("roles: the orchestrator refuses region messages from user keys and CL
   };
   // The CLI user's key tries to register the region eu-west.
   auto by_user = client("cli")->Call(reg("eu-west"));
-  CHECK_THAT(error_of(by_user), Catch::Contains("'cli' is a user key"));
+  CHECK_THAT(error_of(by_user), Catch::Contains("'cli' is an admin key"));
   // eu-west's agent key may register eu-west, not us-east.
   auto other = client("eu-west")->Call(reg("us-east"));
   CHECK_THAT(error_of(other), Catch::Contains("may not speak for region 'us-east'"));
@@ -73,11 +74,11 @@ TEST_CASE("roles: a region name stays with the agent key that registered it, acr
   const TempDir tmp("roles-bind");
   const fs::path& dir = tmp.path();
   MakeKeys(dir / "keys", {"orchestrator", "eu-west", "cli"}, {"eu-west", "cli"});
-  {  // a spare agent key allowed for any region (no region list)
+  {  // a spare agent key allowed to speak for eu-west too
     auto keys = wan_transport::GenerateCurveKeyPair().value();
     REQUIRE(wan_transport::WriteKeyPair(dir / "keys", "spare", keys).ok());
     fs::copy_file(dir / "keys/spare.pub", dir / "keys/allow/spare.pub");
-    std::ofstream(dir / "keys/allow/roles", std::ios::app) << "spare agent\n";
+    std::ofstream(dir / "keys/allow/roles", std::ios::app) << "spare agent eu-west\n";
   }
   Subprocess orch;  // declared after tmp: killed before the folder is removed
   auto start = [&] {
@@ -125,4 +126,71 @@ TEST_CASE("roles: a region name stays with the agent key that registered it, acr
   REQUIRE(orchestrator::CliRemoveRegion(ctx, "eu-west", false) == orchestrator::kExitOk);
   CHECK_THAT(out.str(), Catch::Contains("eu-west"));
   CHECK(call("spare", reg).register_reply().accepted());
+}
+
+TEST_CASE("roles: a job is cancelled by the key that submitted it or an admin key; removing a region needs an admin",
+          "[roles]") {
+  const TempDir tmp("roles-owner");
+  const fs::path& dir = tmp.path();
+  MakeKeys(dir / "keys", {"orchestrator", "cli", "user1", "user2"}, {"cli", "user1", "user2"});
+  Subprocess orch;  // declared after tmp: killed before the folder is removed
+  REQUIRE(orch.Start({kBin + "/longhaul-orchestrator", "--bind", "tcp://127.0.0.1:0", "--init", "--state",
+                      (dir / "state.sqlite").string(), "--key", (dir / "keys/orchestrator.key").string(),
+                      "--allowlist", (dir / "keys/allow").string(), "--endpoint-file", (dir / "endpoint").string()},
+                     {.log_path = (dir / "orchestrator.log").string()})
+              .ok());
+  auto ep = orchestrator::WaitForEndpointFile(dir / "endpoint", 10s);
+  REQUIRE(ep.ok());
+  auto call = [&](const std::string& key, const v1::ControlMessage& m) {
+    orchestrator::ControlClientOptions co;
+    co.endpoint = ep->control;
+    co.own_keys = wan_transport::LoadKeyPair(dir / "keys" / (key + ".key")).value();
+    co.server_public_key = ep->public_key;
+    auto c = std::move(orchestrator::ControlClient::Connect(co).value());
+    return c->Call(m);  // an error reply comes back as its Status
+  };
+  auto submit = [&](const std::string& key) {
+    v1::ControlMessage m;
+    *m.mutable_submit_job()->mutable_spec() = orchestrator::DefaultJobSpec();
+    const auto reply = call(key, m);
+    REQUIRE(reply.ok());
+    REQUIRE(reply->has_submit_job_reply());
+    return reply->submit_job_reply().job_id();
+  };
+  auto cancel = [&](const std::string& key, const std::string& job) {
+    v1::ControlMessage m;
+    m.mutable_cancel_job()->set_job_id(job);
+    return call(key, m);
+  };
+  const std::string mine = submit("user1");
+  const auto refused = cancel("user2", mine);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == StatusCode::kPermissionDenied);
+  CHECK_THAT(refused.status().message(), Catch::Contains(mine + " belongs to key 'user1'") && Catch::Contains("'user2'"));
+  const auto own = cancel("user1", mine);
+  REQUIRE(own.ok());
+  CHECK(own->job_status().state() == "cancelled");
+  CHECK_THAT(own->job_status().reason(), Catch::Contains("cancelled by key 'user1'"));
+  const std::string other = submit("user1");
+  const auto by_admin = cancel("cli", other);
+  REQUIRE(by_admin.ok());
+  CHECK(by_admin->job_status().state() == "cancelled");
+  // The owner survives a restart (it is in the state file).
+  const std::string kept = submit("user1");
+  orch.Kill();
+  fs::remove(dir / "endpoint");
+  REQUIRE(orch.Start({kBin + "/longhaul-orchestrator", "--bind", "tcp://127.0.0.1:0", "--state",
+                      (dir / "state.sqlite").string(), "--key", (dir / "keys/orchestrator.key").string(),
+                      "--allowlist", (dir / "keys/allow").string(), "--endpoint-file", (dir / "endpoint").string()},
+                     {.log_path = (dir / "orchestrator.log").string()})
+              .ok());
+  ep = orchestrator::WaitForEndpointFile(dir / "endpoint", 10s);
+  REQUIRE(ep.ok());
+  CHECK(cancel("user2", kept).status().code() == StatusCode::kPermissionDenied);
+  CHECK(cancel("user1", kept).ok());
+  v1::ControlMessage remove;
+  remove.mutable_remove_region()->set_region("eu-west");
+  const auto by_user = call("user1", remove);
+  REQUIRE_FALSE(by_user.ok());
+  CHECK_THAT(by_user.status().message(), Catch::Contains("needs an admin key"));
 }

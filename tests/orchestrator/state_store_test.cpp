@@ -54,7 +54,7 @@ TEST_CASE("the store uses WAL and survives close and reopen", "[state_store]") {
   }
   auto store = StateStore::Open(file);
   REQUIRE(store.ok());
-  CHECK((*store)->schema_version() == 4);
+  CHECK((*store)->schema_version() == 5);
   auto job = (*store)->LoadJob(id).value();
   REQUIRE(job.has_value());
   CHECK(job->state == JobState::kRunning);
@@ -92,13 +92,14 @@ TEST_CASE("a version-1 state file is migrated and keeps its rounds", "[state_sto
     REQUIRE(sqlite3_open(file.c_str(), &db) == SQLITE_OK);
     CHECK(sqlite3_exec(db, "ALTER TABLE rounds DROP COLUMN compute_seconds; ALTER TABLE regions DROP COLUMN agent_key; "
                        "ALTER TABLE regions DROP COLUMN agent_key_name; DROP INDEX jobs_by_idempotency_key; "
-                       "ALTER TABLE jobs DROP COLUMN idempotency_key; UPDATE meta SET value=1",
+                       "ALTER TABLE jobs DROP COLUMN idempotency_key; ALTER TABLE jobs DROP COLUMN owner_key; "
+                       "ALTER TABLE jobs DROP COLUMN owner_name; UPDATE meta SET value=1",
                        nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
   }
   auto store = StateStore::Open(file);
   REQUIRE(store.ok());
-  CHECK((*store)->schema_version() == 4);
+  CHECK((*store)->schema_version() == 5);
   auto rounds = (*store)->LoadRounds(id).value();
   REQUIRE(rounds.size() == 1);
   CHECK(rounds[0].param_hash == "00ff");

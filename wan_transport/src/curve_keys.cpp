@@ -251,13 +251,16 @@ Result<std::unordered_map<std::string, KeyRole>> ParseRoles(const std::string& t
     for (std::string x; words >> x;) w.push_back(x);
     if (w.empty()) continue;
     const std::string where = file + " line " + std::to_string(n);
-    if (w.size() < 2 || (w[1] != "agent" && w[1] != "user")) {
-      return InvalidArgument(where + ": expected '<key name> agent [region...]' or '<key name> user'");
+    if (w.size() < 2 || (w[1] != "agent" && w[1] != "user" && w[1] != "admin")) {
+      return InvalidArgument(where + ": expected '<key name> agent <region>...', '<key name> user' or '<key name> admin'");
     }
     KeyRole role;
     role.name = w[0];
-    role.kind = w[1] == "agent" ? KeyRole::Kind::kAgent : KeyRole::Kind::kUser;
-    if (role.kind == KeyRole::Kind::kUser && w.size() > 2) return InvalidArgument(where + ": a user key takes no regions");
+    role.kind = w[1] == "agent" ? KeyRole::Kind::kAgent : w[1] == "admin" ? KeyRole::Kind::kAdmin : KeyRole::Kind::kUser;
+    if (role.kind != KeyRole::Kind::kAgent && w.size() > 2)
+      return InvalidArgument(where + ": a " + w[1] + " key takes no regions");
+    if (role.kind == KeyRole::Kind::kAgent && w.size() == 2)
+      return InvalidArgument(where + ": an agent key must name the regions it may speak for");
     role.regions.assign(w.begin() + 2, w.end());
     if (!out.emplace(w[0], std::move(role)).second) return InvalidArgument(where + ": a second role for '" + w[0] + "'");
   }

@@ -37,9 +37,9 @@ Status MakeKeys(const fs::path& dir, const std::vector<LocalRegion>& regions) {
   };
   LONGHAUL_RETURN_IF_ERROR(gen("orchestrator", false, false));
   LONGHAUL_RETURN_IF_ERROR(gen("cli", true, false));
-  // Roles: the CLI key is a user; each region's key is the agent of that region only.
+  // Roles: the CLI key is an admin; each region's key is the agent of that region only.
   std::ofstream roles(dir / "control-allow" / "roles");
-  roles << "cli user\n";
+  roles << "cli admin\n";  // the local cluster's operator: may also remove regions
   for (const auto& r : regions) {
     LONGHAUL_RETURN_IF_ERROR(gen(r.name, true, true));
     roles << r.name << " agent " << r.name << "\n";

@@ -72,8 +72,8 @@ class Orchestrator {
   void HandleRegister(const std::string& identity, const v1::ControlMessage& msg, const PeerKey& key);
   void HandleRemoveRegion(const std::string& identity, const v1::ControlMessage& msg);
   void HandleHeartbeat(const std::string& identity, const v1::ControlMessage& msg);
-  void HandleSubmit(const std::string& identity, const v1::ControlMessage& msg);
-  void HandleCancel(const std::string& identity, const v1::ControlMessage& msg);
+  void HandleSubmit(const std::string& identity, const v1::ControlMessage& msg, const PeerKey& key);
+  void HandleCancel(const std::string& identity, const v1::ControlMessage& msg, const PeerKey& key);
   void HandleListJobs(const std::string& identity, const v1::ControlMessage& msg);
   void HandleLinkReport(const std::string& identity, const v1::ControlMessage& msg);
   void HandleJobFacts(const std::string& identity, const v1::ControlMessage& msg);

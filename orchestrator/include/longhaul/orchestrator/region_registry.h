@@ -27,6 +27,7 @@ namespace longhaul::orchestrator {
 struct PeerKey {
   std::string public_key;
   std::string name;
+  bool admin = false;  // an admin key, or a server without roles (everything allowed)
 };
 
 struct RegionEntry {

@@ -44,6 +44,9 @@ struct JobRecord {
   uint64_t wan_bytes = 0;  // over committed rounds
   std::vector<JobRegionRecord> regions;
   std::string idempotency_key;  // the submitter's, "" = none (a retried submit finds this job)
+  // The key that submitted the job ("" = a job from before owners were kept, or
+  // a server without keys): only it or an admin key may cancel the job.
+  std::string owner_key, owner_name;
 };
 
 struct CommittedRound {
@@ -97,7 +100,8 @@ class StateStore {
 
   // Assigns the next id ("job-000001") and stores the job as submitted. A
   // non-empty idempotency key is unique among jobs (kAlreadyExists if taken).
-  Result<std::string> CreateJob(const v1::JobSpec& spec, double now, const std::string& idempotency_key = "");
+  Result<std::string> CreateJob(const v1::JobSpec& spec, double now, const std::string& idempotency_key = "",
+                                const std::string& owner_key = "", const std::string& owner_name = "");
   // Saves state, reason, epoch, timestamps and the region list of `job`.
   Status SaveJob(const JobRecord& job);
   // Round row, checkpoints, job progress (round, epoch, wan bytes, regions) and an

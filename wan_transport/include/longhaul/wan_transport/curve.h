@@ -57,9 +57,11 @@ Result<std::string> LoadPublicKey(const std::filesystem::path& pub_file);
 // The set of client public keys a server admits.
 // What a key may do on the control plane (docs: "Roles" in README).
 struct KeyRole {
-  enum class Kind { kAgent, kUser };
+  // agent: speaks for the regions it names; user: submits jobs and cancels its
+  // own; admin: a user who may also cancel anyone's job and remove regions.
+  enum class Kind { kAgent, kUser, kAdmin };
   Kind kind = Kind::kUser;
-  std::vector<std::string> regions;  // agent: the regions it may speak for (empty = any)
+  std::vector<std::string> regions;  // agent: the regions it may speak for (at least one)
   std::string name;                  // the key's name (its .pub file's stem)
 };
 
