@@ -253,6 +253,8 @@ int main(int argc, char** argv) {
   }
   orch::LocalClusterOptions co = bench::BenchClusterOptions(o.regions, "pytorch", orch::DefaultBinDir(argv[0]));
   co.wan_emulation = o.wan_emulation;
+  co.allow_commands = {o.python};
+  co.allow_working_dirs = {o.example_dir};
   auto cluster = orch::LocalCluster::Start(co);
   if (!cluster.ok()) {
     std::fprintf(stderr, "bench_pytorch_convergence: %s\n", cluster.status().message().c_str());

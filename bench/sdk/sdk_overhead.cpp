@@ -319,6 +319,7 @@ int main(int argc, char** argv) {
 
   orch::LocalClusterOptions co = bench::BenchClusterOptions(o.regions, "sdk", orch::DefaultBinDir(argv[0]));
   co.wan_emulation = false;
+  co.allow_commands = {o.python};
   co.keep_work_dir = o.keep_work_dir;
   auto cluster = orch::LocalCluster::Start(co);
   if (!cluster.ok()) {

@@ -104,6 +104,10 @@ int main(int argc, char** argv) {
   up->add_option("--wan-delay-ms", up_options.wan_delay_ms, "one-way delay of the emulated WAN (with --wan-rate-mbit)")
       ->check(CLI::Range(0.0, 10000.0));
   up->add_option("--bin-dir", up_options.bin_dir, "where longhaul-* binaries are (default: next to this one)");
+  up->add_option("--allow-command", up_options.allow_commands,
+                 "a program your jobs may run as their worker (repeatable; default /usr/bin/python3)");
+  up->add_option("--allow-working-dir", up_options.allow_working_dirs,
+                 "a folder your jobs' worker.working_dir may name (repeatable; default the current folder)");
   DownOptions down_options;
   auto* down = app.add_subcommand("down", "stop the local cluster `longhaul up` started (and nothing else)");
   down->add_option("--dir", down_options.dir, "the cluster's folder (default ~/.longhaul/up)");

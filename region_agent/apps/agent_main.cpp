@@ -34,6 +34,13 @@ int main(int argc, char** argv) {
   app.add_option("--wan-jitter-ms", o.wan_jitter_ms, "emulated delay jitter");
   app.add_option("--validation-batches", o.validation_batches, "held-out batches per round for val_loss")
       ->default_val(4);
+  std::vector<std::string> allow_commands, allow_dirs;
+  app.add_option("--allow-command", allow_commands,
+                 "a program jobs may run as their worker (worker.command[0], resolved like exec; repeatable). "
+                 "Without any, jobs that bring their own program are refused");
+  app.add_option("--allow-working-dir", allow_dirs,
+                 "a folder (or its subfolders) a job's worker.working_dir may name (repeatable); default: only "
+                 "the job's own folder");
   app.add_option("--bin-dir", bin_dir, "where longhaul-worker and longhaul-linkem are (default: next to this binary)");
   int heartbeat_ms = 0, collective_s = 0, start_s = 0, round_s = 0;
   app.add_option("--heartbeat-interval-ms", heartbeat_ms, "heartbeat interval until the orchestrator sets one");
@@ -46,6 +53,8 @@ int main(int argc, char** argv) {
   o.orchestrator_public_key = pub;
   o.allowlist = allowlist;
   o.bin_dir = bin_dir;
+  o.commands.allowed_programs.assign(allow_commands.begin(), allow_commands.end());
+  o.commands.allowed_working_dirs.assign(allow_dirs.begin(), allow_dirs.end());
   if (heartbeat_ms > 0) o.timeouts.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
   if (collective_s > 0) o.timeouts.collective = std::chrono::seconds(collective_s);
   if (start_s > 0) o.worker_start_timeout = std::chrono::seconds(start_s);

@@ -197,6 +197,9 @@ void Agent::OnAssignment(const v1::JobAssignment& a) {
   }
   auto config = worker::AdmitJob(a, options_.region, options_.workers);
   if (!config.ok()) return Reject(a.job_id(), config.status());
+  auto program = options_.commands.Check(*config, options_.region);
+  if (!program.ok()) return Reject(a.job_id(), program.status());
+  if (config->command) config->command->argv.front() = program->string();  // exactly the file checked
   if (auto old = jobs_.find(a.job_id()); old != jobs_.end()) {
     // Assigned again while its previous launch here is still stopping (a worker
     // or link emulator died and the orchestrator wants the region back): end

@@ -1,5 +1,7 @@
 #include "longhaul/region_agent/agent_options.h"
 
+#include <unistd.h>
+
 #include <cctype>
 #include <cmath>
 
@@ -28,6 +30,15 @@ Status AgentOptions::Validate() const {
   if (!(std::isfinite(wan_rate_mbit) && wan_rate_mbit >= 0)) return InvalidArgument("--wan-rate-mbit must be >= 0, got " + std::to_string(wan_rate_mbit));
   if (!(std::isfinite(wan_delay_ms) && wan_delay_ms >= 0)) return InvalidArgument("--wan-delay-ms must be >= 0, got " + std::to_string(wan_delay_ms));
   if (!(std::isfinite(wan_jitter_ms) && wan_jitter_ms >= 0)) return InvalidArgument("--wan-jitter-ms must be >= 0, got " + std::to_string(wan_jitter_ms));
+  for (const auto& p : commands.allowed_programs) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(p, ec) || ::access(p.c_str(), X_OK) != 0)
+      return InvalidArgument("--allow-command " + p.string() + ": not an executable file");
+  }
+  for (const auto& d : commands.allowed_working_dirs) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(d, ec)) return InvalidArgument("--allow-working-dir " + d.string() + ": not a folder");
+  }
   return timeouts.Validate();
 }
 

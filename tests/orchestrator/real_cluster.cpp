@@ -1,5 +1,7 @@
 #include "real_cluster.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 namespace longhaul::testing {
@@ -45,6 +47,10 @@ void RealCluster::StartAgent(const std::string& region) {
       (dir / "keys/allow").string(), "--bin-dir", kBin,
       "--collective-timeout-s", "15"};  // survivors of a killed peer give up in seconds
   argv.insert(argv.end(), options.agent_flags.begin(), options.agent_flags.end());
+  // Only the ones this build has (an agent refuses to start on a missing one).
+  for (const auto& c : options.allow_commands)
+    if (::access(c.c_str(), X_OK) == 0) argv.insert(argv.end(), {"--allow-command", c});
+  for (const auto& d : options.allow_working_dirs) argv.insert(argv.end(), {"--allow-working-dir", d});
   // Appended: a restarted agent keeps the log of the one before it.
   REQUIRE(agents[region].Start(argv, {.log_path = (dir / (region + ".log")).string()}).ok());
 }

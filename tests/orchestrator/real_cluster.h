@@ -26,6 +26,12 @@ inline const std::vector<std::string> kClusterRegions = {"eu-west", "us-east", "
 
 struct RealClusterOptions {
   std::vector<std::string> agent_flags;  // extra flags for every agent (e.g. WAN emulation)
+  // The users' programs the agents run (--allow-command) and the folders they
+  // may run in; the SDK tests' defaults: Debian's Python, the C test workers, examples/.
+  std::vector<std::string> allow_commands = {"/usr/bin/python3", std::string(LONGHAUL_BIN_DIR) + "/c_replay_worker",
+                                             std::string(LONGHAUL_BIN_DIR) + "/c_features_worker",
+                                             std::string(LONGHAUL_BIN_DIR) + "/builtin_twin_worker"};
+  std::vector<std::string> allow_working_dirs = {std::string(LONGHAUL_SOURCE_DIR) + "/examples"};
   int workers = 1;                       // worker slots per agent
 };
 

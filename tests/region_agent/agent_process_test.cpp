@@ -170,6 +170,17 @@ TEST_CASE("region_agent: agent registers, heartbeats, rejects bad assignments an
   CHECK(rej->msg.job_rejected().error().message().find("worker 0") != std::string::npos);
   CHECK(rej->msg.job_rejected().error().message().find("tiny.txt") != std::string::npos);
 
+  // A user's program: this agent's operator allowed none.
+  auto program = TinyJob("j-program", "eu", 0, 1, 1);
+  program.mutable_spec()->clear_model_preset();
+  program.mutable_spec()->mutable_worker()->mutable_command()->add_argv("/bin/sh");
+  orch.Send("eu", Wrap(program));
+  rej = orch.WaitFor(Body(v1::ControlMessage::kJobRejected), 5s);
+  REQUIRE(rej);
+  CHECK(rej->msg.job_rejected().job_id() == "j-program");
+  CHECK(rej->msg.job_rejected().error().code() == v1::ERROR_CODE_PERMISSION_DENIED);
+  CHECK_THAT(rej->msg.job_rejected().error().message(), Catch::Contains("region eu runs no user programs"));
+
   v1::JobAssignment malformed;
   malformed.set_job_id("j-malformed");
   malformed.set_region("eu");
@@ -215,7 +226,7 @@ TEST_CASE("region_agent: agent only a process it launched can say hello for a wo
   FakeOrchestrator orch;
   const TempDir tmp("agent-impostor");
   const auto& dir = tmp.path();
-  auto agent = StartAgent("eu", orch, 1, dir);
+  auto agent = StartAgent("eu", orch, 1, dir, {}, {"--allow-command", "/bin/sleep"});
   REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion), 10s));
   const auto line = agent.WaitForLine("worker socket tcp://", 10s);
   REQUIRE(line);

@@ -82,8 +82,13 @@ class Demo {
   explicit Demo(const DemoOptions& o) : o_(o) {}
 
   int Run() {
-    if (auto spec = DemoJob(o_, false); !spec.ok()) return Fail(spec.status(), "");  // before starting anything
+    auto first = DemoJob(o_, false);
+    if (!first.ok()) return Fail(first.status(), "");  // before starting anything
     LocalClusterOptions co;
+    if (first->worker().has_command()) {  // the example's program, and only it, in its own folder
+      co.allow_commands.push_back(first->worker().command().argv(0));
+      co.allow_working_dirs.push_back(first->worker().command().working_dir());
+    }
     for (const auto& r : o_.regions) co.regions.push_back({r.name, r.rate_mbit, r.delay_ms, r.jitter_ms});
     co.workers_per_region = o_.workers_per_region;
     co.bin_dir = o_.bin_dir;

@@ -127,6 +127,8 @@ Status LocalCluster::Boot() {
         std::to_string(o.workers_per_region), "--data-host", "127.0.0.1", "--work-dir", (work_ / r.name).string(),
         "--metrics", "127.0.0.1:0", "--allowlist", (keys / "wan-allow").string(), "--bin-dir", o.bin_dir,
         "--collective-timeout-s", std::to_string(o.collective_timeout.count())};
+    for (const auto& c : o.allow_commands) argv.insert(argv.end(), {"--allow-command", c});
+    for (const auto& d : o.allow_working_dirs) argv.insert(argv.end(), {"--allow-working-dir", d});
     if (o.wan_emulation) {
       for (const auto& flag : std::vector<std::string>{"--wan-rate-mbit", Num(r.rate_mbit), "--wan-delay-ms",
                                                        Num(r.delay_ms), "--wan-jitter-ms", Num(r.jitter_ms)})

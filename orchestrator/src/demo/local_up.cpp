@@ -1,5 +1,7 @@
 #include "longhaul/orchestrator/local_up.h"
 
+#include <unistd.h>
+
 #include <array>
 #include <cstdlib>
 #include <filesystem>
@@ -46,6 +48,10 @@ int RunUp(const UpOptions& o) {
   co.wan_emulation = o.wan_rate_mbit > 0;
   for (uint32_t i = 0; i < o.regions; ++i) co.regions.push_back({kRegionNames[i], o.wan_rate_mbit, o.wan_delay_ms, 0});
   co.say = [](const std::string& line) { std::cerr << "longhaul up: " << line << "\n"; };
+  co.allow_commands = o.allow_commands;
+  co.allow_working_dirs = o.allow_working_dirs;
+  if (co.allow_commands.empty() && ::access("/usr/bin/python3", X_OK) == 0) co.allow_commands.push_back("/usr/bin/python3");
+  if (co.allow_working_dirs.empty()) co.allow_working_dirs.push_back(fs::current_path().string());
 
   const fs::path manifest = fs::path(dir) / "up.processes";
   if (auto entries = ReadManifest(manifest); entries.ok()) {
@@ -72,6 +78,11 @@ int RunUp(const UpOptions& o) {
                           "export LONGHAUL_SERVER_KEY=" + (keys / "orchestrator.pub").string() + "\n";
   std::ofstream(fs::path(dir) / "env") << env;
   std::cout << env << std::flush;
+  std::cerr << "longhaul up: jobs may run";
+  for (const auto& c : co.allow_commands) std::cerr << " " << c;
+  std::cerr << (co.allow_commands.empty() ? " the built-in trainer only" : "") << " in their job folder";
+  for (const auto& d : co.allow_working_dirs) std::cerr << " or under " << d;
+  std::cerr << " (--allow-command, --allow-working-dir)\n";
   std::cerr << "longhaul up: " << o.regions << " region(s) up in " << dir
             << "; metrics " << (*cluster)->metrics_url() << "; logs in " << (*cluster)->log_dir().string()
             << "\nlonghaul up: use the cluster with: eval \"$(cat " << (fs::path(dir) / "env").string()

@@ -40,6 +40,10 @@ struct LocalClusterOptions {
   std::string work_dir;
   // The processes outlive this object once Detach() is called (`longhaul up`).
   bool detached = false;
+  // Programs jobs may run as their workers and folders they may run in (each
+  // agent's --allow-command / --allow-working-dir); none: the built-in trainer only.
+  std::vector<std::string> allow_commands;
+  std::vector<std::string> allow_working_dirs;
   // A small model's all-reduce takes well under a second even over an emulated
   // WAN; a lost chunk should cost seconds, not the default minute.
   std::chrono::seconds collective_timeout{15};

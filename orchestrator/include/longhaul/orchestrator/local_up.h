@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace longhaul::orchestrator {
 
@@ -23,6 +24,10 @@ struct UpOptions {
   double wan_rate_mbit = 0;  // > 0: every region's WAN endpoints behind longhaul-linkem links at this rate
   double wan_delay_ms = 0;   // one way, with a rate
   std::string bin_dir;       // where longhaul-orchestrator / -agent / -worker / -linkem live
+  // The programs your jobs may run (worker.command[0]) and the folders they may
+  // run in: none given: /usr/bin/python3 (when there) and the current folder.
+  std::vector<std::string> allow_commands;
+  std::vector<std::string> allow_working_dirs;
 };
 
 struct DownOptions {

@@ -8,6 +8,7 @@
 
 #include "longhaul/common/status.h"
 #include "longhaul/common/timeouts.h"
+#include "longhaul/region_agent/command_policy.h"
 
 namespace longhaul::region_agent {
 
@@ -39,6 +40,8 @@ struct AgentOptions {
   // clears it sooner): long enough for the orchestrator to notice, short enough
   // that the region is scheduled again.
   Duration unhealthy_hold{std::chrono::seconds(10)};
+  // Which users' programs (worker.command) this region runs: none unless allowed.
+  CommandPolicy commands;
 
   // Names the first bad field and its value.
   Status Validate() const;
