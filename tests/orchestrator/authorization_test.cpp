@@ -48,7 +48,7 @@ TEST_CASE("authorization: CLI requests need a user key", "[roles]") {
   CHECK(orchestrator::AuthorizeControl(submit, nullptr).ok());  // no roles: --insecure
 }
 
-TEST_CASE("authorization: removing a region needs an admin key; a job is cancelled by its owner or an admin",
+TEST_CASE("authorization: removing a region needs an admin key, a job is cancelled by its owner or an admin",
           "[roles]") {
   const KeyRole user{KeyRole::Kind::kUser, {}, "alice"};
   const KeyRole admin{KeyRole::Kind::kAdmin, {}, "ops"};

@@ -263,7 +263,7 @@ TEST_CASE("CLI usage errors exit 2, --help exits 0", "[control_plane][cli]") {
   CHECK(out.empty());
 }
 
-TEST_CASE("every command takes --output json, before or after the subcommand; errors are JSON objects",
+TEST_CASE("every command takes --output json, before or after the subcommand, errors are JSON objects",
           "[control_plane][cli]") {
   Cluster c("cp-json");
   c.StartOrchestrator();
@@ -271,13 +271,13 @@ TEST_CASE("every command takes --output json, before or after the subcommand; er
   const std::string cli = kBin + "/longhaul" + c.CliFlags();
   std::string out;
   CHECK(RunCommand("(" + cli + " jobs --output json 2>/dev/null)", &out) == 0);
-  CHECK(out == "{\"jobs\":[]}\n");
+  CHECK(out == "{\"jobs\":[],\"next_page_token\":\"\"}\n");
   out.clear();
   CHECK(RunCommand("(" + cli + " regions --output json 2>/dev/null)", &out) == 0);
   CHECK_THAT(out, Catch::StartsWith("{\"regions\":["));
   out.clear();
   CHECK(RunCommand("(" + cli + " submit " + c.WriteJob(2).string() + " --output json 2>/dev/null)", &out) == 0);
-  CHECK_THAT(out, Catch::StartsWith("{\"job_id\":\"job-000001\"}"));
+  CHECK_THAT(out, Catch::StartsWith("{\"job_id\":\"job-000001\",\"existing\":false}"));
   auto st = c.WaitFor(
       "job-000001", [](const v1::JobStatus& s) { return s.state() == "succeeded"; }, 30s);
   REQUIRE(st.state() == "succeeded");

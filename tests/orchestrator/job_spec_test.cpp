@@ -129,7 +129,7 @@ TEST_CASE("semantic errors name the field and the bad value", "[job_spec]") {
   CHECK_THAT(grace.status().message(), Catch::Contains("worker.exit_grace_s") && Catch::Contains("3601"));
 }
 
-TEST_CASE("worker.exit_grace_s parses beside either kind of worker; unset it is the table's", "[job_spec][worker]") {
+TEST_CASE("worker.exit_grace_s parses beside either kind of worker, unset it is the table's", "[job_spec][worker]") {
   auto command = ParseJobSpecYaml("name: x\nrounds: 2\nworker: {command: [python3, t.py], exit_grace_s: 0}\n", "job.yaml");
   REQUIRE(command.ok());
   CHECK(command->worker().has_exit_grace_s());
@@ -220,7 +220,7 @@ TEST_CASE("a command worker parses with its environment and working directory", 
   CHECK_FALSE(spec->has_data());  // no data section: the program brings its own
 }
 
-TEST_CASE("a command job needs no data but is given the data it names; a built-in job needs data",
+TEST_CASE("a command job needs no data but is given the data it names, a built-in job needs data",
           "[job_spec][worker]") {
   auto with_data = ParseJobSpecYaml(
       "name: x\nrounds: 2\nworker: {command: [./train]}\ndata:\n  text_file: {path: /data/corpus.txt}\n", "job.yaml");
@@ -547,7 +547,7 @@ TEST_CASE("specs from the wire get the same limits as the YAML reader", "[job_sp
   CHECK(checked.size() >= 12);  // name, model_preset, regions, data, optimizers, sync, worker...
 }
 
-TEST_CASE("a job file must be a regular file of at most 1 MiB; nothing blocks or exhausts memory",
+TEST_CASE("a job file must be a regular file of at most 1 MiB, nothing blocks or exhausts memory",
           "[job_spec][limits]") {
   namespace fs = std::filesystem;
   const longhaul::testing::TempDir tmp("jobfile");

@@ -53,7 +53,7 @@ bool Alive(const Recorded& r) {
 
 }  // namespace
 
-TEST_CASE("longhaul up runs your job on a local cluster with no flags; longhaul down stops exactly it", "[cli][up]") {
+TEST_CASE("longhaul up runs your job on a local cluster with no flags, longhaul down stops exactly it", "[cli][up]") {
   const TempDir tmp("up");
   const fs::path dir = tmp.path() / "cluster";
   // A process `down` must leave alone, though it is ours too.

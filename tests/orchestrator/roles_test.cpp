@@ -128,7 +128,7 @@ TEST_CASE("roles: a region name stays with the agent key that registered it, acr
   CHECK(call("spare", reg).register_reply().accepted());
 }
 
-TEST_CASE("roles: a job is cancelled by the key that submitted it or an admin key; removing a region needs an admin",
+TEST_CASE("roles: a job is cancelled by the key that submitted it or an admin key, removing a region needs an admin",
           "[roles]") {
   const TempDir tmp("roles-owner");
   const fs::path& dir = tmp.path();

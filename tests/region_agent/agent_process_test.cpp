@@ -221,7 +221,7 @@ struct Impostor {
   }
 };
 
-TEST_CASE("region_agent: agent only a process it launched can say hello for a worker; a flood costs a line a second",
+TEST_CASE("region_agent: agent only a process it launched can say hello for a worker, a flood costs a line a second",
           "[agent][security]") {
   FakeOrchestrator orch;
   const TempDir tmp("agent-impostor");

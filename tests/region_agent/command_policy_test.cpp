@@ -36,7 +36,7 @@ fs::path Program(const fs::path& p) {
 
 }  // namespace
 
-TEST_CASE("command policy: nothing runs unless allowed; the built-in trainer always does", "[command_policy]") {
+TEST_CASE("command policy: nothing runs unless allowed, the built-in trainer always does", "[command_policy]") {
   const lr::CommandPolicy none;
   auto r = none.Check(Command({"/bin/sh", "-c", "id"}), "eu");
   REQUIRE_FALSE(r.ok());

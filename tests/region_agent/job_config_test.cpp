@@ -336,14 +336,16 @@ TEST_CASE("region_agent: every numeric spec field reaches the worker and lh.job_
   }
 }
 
-TEST_CASE("region_agent: an unset field has the one table's default; a 0 where 0 is legal stays 0",
+TEST_CASE("region_agent: an unset field has the one table's default, a 0 where 0 is legal stays 0",
           "[job_config][defaults]") {
   namespace d = longhaul::proto::job_defaults;
   longhaul::v1::JobAssignment a;
   a.set_job_id("job-1");
   a.set_region("eu");
-  longhaul::proto::FillJobDefaults(a.mutable_spec());  // an empty spec: every default
+  a.mutable_spec()->set_rounds(1);                     // the one field without a default
+  longhaul::proto::FillJobDefaults(a.mutable_spec());  // otherwise empty: every default
   auto job = lw::AdmitJob(a, "eu", 4);
+  INFO(job.status().ToString());
   REQUIRE(job.ok());
   CHECK(job->inner.lr == Approx(d::kInnerLr));
   CHECK(job->inner.weight_decay == Approx(d::kInnerWeightDecay));

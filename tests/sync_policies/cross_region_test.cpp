@@ -286,7 +286,7 @@ TEST_CASE("Participants that disagree on the codec get a data-loss error, not ga
   CHECK(b == b0);
 }
 
-TEST_CASE("World size 1 returns the data unchanged; tiny vectors work with empty chunks", "[cross_region]") {
+TEST_CASE("World size 1 returns the data unchanged, tiny vectors work with empty chunks", "[cross_region]") {
   InProcessGroup solo(1);
   std::vector<float> data{0.1f, 0.2f, 0.3f}, before = data;
   REQUIRE(AllReduceMean(solo.link(0), data, {.codec = Codec::kInt4Block}, DeadlineAfter(std::chrono::seconds(1))).ok());

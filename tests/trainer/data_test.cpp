@@ -84,7 +84,7 @@ TEST_CASE("trainer: empirical cross-entropy of the true chain matches the entrop
   CHECK(ce / total == Approx(rate).margin(0.05));
 }
 
-TEST_CASE("trainer: validation batches are identical across regions; training streams differ", "[trainer][data]") {
+TEST_CASE("trainer: validation batches are identical across regions, training streams differ", "[trainer][data]") {
   DataOptions opts;
   opts.non_iid = true;
   auto r0 = MakeDataSource(opts, 0, 3, 0, 2);

@@ -96,7 +96,7 @@ TEST_CASE("trainer: gloo group: a missing peer is a timeout Status, not a crash"
   CHECK((group.status().code() == StatusCode::kDeadlineExceeded || group.status().code() == StatusCode::kUnavailable));
 }
 
-TEST_CASE("trainer: gloo group: size 1 needs no rendezvous; bad options are rejected", "[trainer][gloo]") {
+TEST_CASE("trainer: gloo group: size 1 needs no rendezvous, bad options are rejected", "[trainer][gloo]") {
   GlooGroupOptions o;
   auto single = MakeGlooGroup(o);
   REQUIRE(single.ok());

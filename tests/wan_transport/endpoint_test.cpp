@@ -107,7 +107,7 @@ TEST_CASE("recv from a silent peer fails by the deadline naming the peer") {
   CHECK_FALSE((*l)->Recv(0, 0, DeadlineAfter(10ms)).ok());  // self is not a peer
 }
 
-TEST_CASE("cancelling an epoch ends a blocked recv at once; later epochs still work") {
+TEST_CASE("cancelling an epoch ends a blocked recv at once, later epochs still work") {
   Cluster c(2);
   auto blocked = c.eps[0]->Join(c.Spec(0, 3, 7));
   REQUIRE(blocked.ok());

@@ -108,7 +108,7 @@ TEST_CASE("region_agent: the hash covers the buffers, and a rolled-back round re
   CHECK(regions[0]->values == before);
 }
 
-TEST_CASE("region_agent: local regions keep their own buffers; buffers need parameters beside them",
+TEST_CASE("region_agent: local regions keep their own buffers, buffers need parameters beside them",
           "[replica][buffers]") {
   std::vector<std::unique_ptr<FakeRegion>> regions;
   for (int i = 0; i < 2; ++i) regions.push_back(std::make_unique<FakeRegion>(i, ls::SyncKind::kLocal));

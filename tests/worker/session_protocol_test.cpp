@@ -175,7 +175,7 @@ struct Rig {
 
 }  // namespace
 
-TEST_CASE("session: a committed round holds theta(t); the last commit returns finished", "[session]") {
+TEST_CASE("session: a committed round holds theta(t), the last commit returns finished", "[session]") {
   Rig rig;
   auto [last, report] = rig.RoundToReport(1);
   CHECK(report.ok());
