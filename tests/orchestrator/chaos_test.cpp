@@ -174,9 +174,22 @@ void CheckRoundsAndReplicas(const RealCluster& c, const std::string& job,
 // is the control plane's: then a round with every region after the fault).
 void CheckRecovered(const RealCluster& c, const std::string& job, const std::string& fault,
                     const std::string& back_region, uint32_t fault_round, double fault_at, double reference) {
+  // The region's return is seen either as rounds committed without it and then
+  // with it again, or (when it relaunched before any round could commit without
+  // it) as an aborted attempt after the fault followed by a round every region
+  // committed: a killed worker or link cannot take part until relaunched.
+  auto whole_after_abort = [&](const std::vector<orchestrator::CommittedRound>& rounds) {
+    for (const auto& e : c.Events(job)) {
+      if (e.time < fault_at || e.kind != "round_aborted") continue;
+      return std::any_of(rounds.begin(), rounds.end(), [&](const auto& r) {
+        return r.committed_at >= e.time && r.participants.size() == kRegions.size();
+      });
+    }
+    return false;
+  };
   auto done = [&](const std::vector<orchestrator::CommittedRound>& rounds) {
     if (rounds.size() < kCompareRound) return false;
-    if (!back_region.empty()) return static_cast<bool>(FindRejoin(rounds, back_region, fault_round));
+    if (!back_region.empty()) return FindRejoin(rounds, back_region, fault_round) || whole_after_abort(rounds);
     return std::any_of(rounds.begin(), rounds.end(), [&](const auto& r) {
       return r.committed_at >= fault_at && r.participants.size() == kRegions.size();
     });
