@@ -1,7 +1,5 @@
 #include "longhaul/session/session.h"
 
-#include "longhaul/worker/flat_inner_state.h"
-
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
@@ -12,6 +10,7 @@
 #include "longhaul/proto/frame.h"
 #include "longhaul/sync_policies/in_process_link.h"
 #include "longhaul/session/checkpoint_path.h"
+#include "longhaul/worker/flat_inner_state.h"
 
 namespace longhaul::session {
 namespace {
@@ -21,6 +20,12 @@ using SteadyClock = std::chrono::steady_clock;
 // Waiting on the orchestrator has no deadline of its own: the agent supervises
 // the round (and kills a worker that outlives it); this only bounds each wait.
 Deadline Later() { return DeadlineAfter(std::chrono::hours(1)); }
+
+Status CheckRank(const SessionOptions& options, const worker::JobConfig& config) {
+  if (static_cast<uint32_t>(options.rank) < config.workers) return Status::Ok();
+  return InvalidArgument("rank " + std::to_string(options.rank) + " is outside the job's " +
+                         std::to_string(config.workers) + " workers per region");
+}
 
 }  // namespace
 
@@ -59,10 +64,7 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
       return DataLoss("job assignment " + options.assignment_file.string() + " does not parse");
     }
     LONGHAUL_ASSIGN_OR_RETURN(auto config, worker::ParseJobAssignment(assignment));
-    if (static_cast<uint32_t>(options.rank) >= config.workers) {
-      return InvalidArgument("rank " + std::to_string(options.rank) + " is outside the job's " +
-                             std::to_string(config.workers) + " workers per region");
-    }
+    LONGHAUL_RETURN_IF_ERROR(CheckRank(options, config));  // before a group is formed with it
     trainer::GlooGroupOptions gloo;
     gloo.store_dir = options.store_dir;
     gloo.prefix = config.job_id;  // the folder is fresh per launch, so the job id is unique enough
@@ -103,10 +105,7 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options, 
   s->assignment_ = std::move(assignment);
   Status status = [&]() -> Status {
     LONGHAUL_ASSIGN_OR_RETURN(s->config_, worker::ParseJobAssignment(s->assignment_));
-    if (static_cast<uint32_t>(options.rank) >= s->config_.workers) {
-      return InvalidArgument("rank " + std::to_string(options.rank) + " is outside the job's " +
-                             std::to_string(s->config_.workers) + " workers per region");
-    }
+    LONGHAUL_RETURN_IF_ERROR(CheckRank(options, s->config_));
     if (c.group == nullptr || c.wan == nullptr || !c.connect)
       return InvalidArgument("a session needs its intra-region group, WAN port and agent link");
     s->group_ = std::move(c.group);
