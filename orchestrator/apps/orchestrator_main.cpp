@@ -48,6 +48,13 @@ int main(int argc, char** argv) {
   app.add_option("--round-timeout-s", round_timeout_s, "deadline of one round attempt")->check(CLI::Range(1, 86400));
   app.add_option("--max-round-attempts", max_attempts, "failed attempts of a round before the job fails")
       ->check(CLI::Range(1, 1000));
+  int max_jobs_per_key = 100;
+  size_t max_spec_bytes_per_key = size_t{16} << 20;
+  app.add_option("--max-jobs-per-key", max_jobs_per_key, "jobs not yet ended one user key may have")
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--max-spec-bytes-per-key", max_spec_bytes_per_key,
+                 "bytes of job specs one user key's jobs not yet ended may hold")
+      ->check(CLI::Range(size_t{1} << 10, size_t{1} << 34));
   app.add_flag("--insecure", insecure, "turn CURVE encryption and the allowlist off (testing only)");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
   CLI11_PARSE(app, argc, argv);
@@ -74,6 +81,8 @@ int main(int argc, char** argv) {
   options.timeouts.link_io = std::min(options.timeouts.link_io, options.timeouts.collective / 2);
   options.checkpoint_dir = checkpoint_dir;
   options.max_round_attempts = max_attempts;
+  options.max_active_jobs_per_key = max_jobs_per_key;
+  options.max_active_spec_bytes_per_key = max_spec_bytes_per_key;
   if (Status v = options.timeouts.Validate(); !v.ok()) return Fail(v);
 
   // One orchestrator per state file, and never a silent fresh start on a file

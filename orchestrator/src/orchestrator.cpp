@@ -250,6 +250,10 @@ void Orchestrator::HandleSubmit(const std::string& identity, const v1::ControlMe
     reply.mutable_submit_job_reply()->set_existing(true);
     return Reply(identity, msg, std::move(reply));
   }
+  if (Status quota = CheckQuota(owner, spec); !quota.ok()) {
+    Reject("quota", quota.message());
+    return ReplyError(identity, msg, quota);
+  }
   auto id = store_->CreateJob(spec, clock_.UnixSeconds(), key, owner.public_key, owner.name);
   if (!id.ok()) {
     spdlog::error("creating a job: {}", id.status().ToString());
@@ -301,6 +305,30 @@ void Orchestrator::HandleListJobs(const std::string& identity, const v1::Control
     *list->add_jobs() = std::move(st);
   }
   Reply(identity, msg, std::move(reply));
+}
+
+Status Orchestrator::CheckQuota(const PeerKey& owner, const v1::JobSpec& spec) const {
+  if (owner.public_key.empty()) return Status::Ok();
+  int active = 0;
+  size_t bytes = spec.ByteSizeLong();
+  for (const auto& [id, job] : jobs_) {
+    if (job->rec.owner_key != owner.public_key || !job->active()) continue;
+    ++active;
+    bytes += job->rec.spec.ByteSizeLong();
+  }
+  if (active >= options_.max_active_jobs_per_key) {
+    return ResourceExhausted("key '" + owner.name + "' has " + std::to_string(active) +
+                             " jobs not yet ended; the limit per key is " +
+                             std::to_string(options_.max_active_jobs_per_key) +
+                             " (wait for or cancel one; the operator sets --max-jobs-per-key)");
+  }
+  if (bytes > options_.max_active_spec_bytes_per_key) {
+    return ResourceExhausted("key '" + owner.name + "': its jobs not yet ended would hold " + std::to_string(bytes) +
+                             " bytes of specs; the limit per key is " +
+                             std::to_string(options_.max_active_spec_bytes_per_key) +
+                             " (the operator sets --max-spec-bytes-per-key)");
+  }
+  return Status::Ok();
 }
 
 void Orchestrator::HandleCancel(const std::string& identity, const v1::ControlMessage& msg, const PeerKey& key) {

@@ -45,6 +45,7 @@ class Rig {
                           .value());
   }
   Orchestrator& o() { return *orch_; }
+  OrchestratorOptions& options() { return options_; }  // then Start() again
   ManualClock& clock() { return clock_; }
   StateStore& store() { return *store_; }
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "flow_rig.h"
+#include "longhaul/proto/frame.h"
 
 using namespace longhaul;
 using namespace longhaul::orchestrator;
@@ -290,4 +291,56 @@ TEST_CASE("flow: a region taking part in an active job cannot be removed", "[flo
   auto sent = rig.Take();
   REQUIRE(sent.size() == 1);
   CHECK_THAT(sent[0].msg.error().message(), Catch::Contains("takes part in job " + job));
+}
+
+TEST_CASE("flow: a key may have so many jobs not yet ended, and so many bytes of their specs", "[flow][quota]") {
+  Rig rig("quota");
+  rig.options().max_active_jobs_per_key = 2;
+  rig.options().max_active_spec_bytes_per_key = 4096;
+  rig.Start();
+  const PeerKey alice{"ALICEKEY", "alice", false}, bob{"BOBKEY", "bob", false};
+  auto submit = [&](const PeerKey& key, const std::string& name) {
+    v1::JobSpec spec = DefaultJobSpec();
+    spec.set_name(name);
+    v1::ControlMessage m;
+    *m.mutable_submit_job()->mutable_spec() = spec;
+    rig.Send("cli", m, key);
+    for (auto& s : rig.Take()) {
+      if (s.msg.has_submit_job_reply()) return Result<std::string>(s.msg.submit_job_reply().job_id());
+      if (s.msg.has_error()) return Result<std::string>(proto::FromWireError(s.msg.error()));
+    }
+    return Result<std::string>(Internal("no reply"));
+  };
+  const auto a1 = submit(alice, "a1"), a2 = submit(alice, "a2");
+  REQUIRE(a1.ok());
+  REQUIRE(a2.ok());
+  const auto a3 = submit(alice, "a3");
+  REQUIRE_FALSE(a3.ok());
+  CHECK(a3.status().code() == StatusCode::kResourceExhausted);
+  CHECK_THAT(a3.status().message(), Catch::Contains("key 'alice' has 2 jobs not yet ended") &&
+                                        Catch::Contains("--max-jobs-per-key"));
+  CHECK(submit(bob, "b1").ok());  // another key's jobs do not count
+  // A job that ends frees its place.
+  v1::ControlMessage cancel;
+  cancel.mutable_cancel_job()->set_job_id(*a1);
+  rig.Send("cli", cancel, alice);
+  rig.Take();
+  CHECK(submit(alice, "a4").ok());
+  // Bytes: a spec with a 4000-byte argument does not fit beside bob's first job.
+  v1::JobSpec huge = DefaultJobSpec();
+  huge.clear_model_preset();
+  huge.clear_data();
+  huge.mutable_worker()->mutable_command()->add_argv(std::string(4000, 'z'));
+  v1::ControlMessage m;
+  *m.mutable_submit_job()->mutable_spec() = huge;
+  rig.options().max_active_jobs_per_key = 100;
+  rig.Start();  // restored from the state file: the owners and the count come back
+  const auto over = [&] {
+    rig.Send("cli", m, bob);
+    for (auto& s : rig.Take())
+      if (s.msg.has_error()) return proto::FromWireError(s.msg.error());
+    return Status::Ok();
+  }();
+  CHECK(over.code() == StatusCode::kResourceExhausted);
+  CHECK_THAT(over.message(), Catch::Contains("bytes of specs") && Catch::Contains("--max-spec-bytes-per-key"));
 }

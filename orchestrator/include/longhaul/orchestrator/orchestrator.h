@@ -35,6 +35,10 @@ struct OrchestratorOptions {
   Timeouts timeouts;                    // heartbeat_interval, heartbeat_misses, round, job_idle
   std::filesystem::path checkpoint_dir; // RoundCommand.checkpoint_dir = <dir>/<job id>
   int max_round_attempts = 5;           // failed attempts of one round before the job fails
+  // Per submitting key (a server without keys has no users to tell apart): its
+  // jobs not yet ended, and the bytes of their specs.
+  int max_active_jobs_per_key = 100;
+  size_t max_active_spec_bytes_per_key = size_t{16} << 20;
   ScheduleOptions schedule;
 };
 
@@ -73,6 +77,8 @@ class Orchestrator {
   void HandleRemoveRegion(const std::string& identity, const v1::ControlMessage& msg);
   void HandleHeartbeat(const std::string& identity, const v1::ControlMessage& msg);
   void HandleSubmit(const std::string& identity, const v1::ControlMessage& msg, const PeerKey& key);
+  // The submitting key's limits (OrchestratorOptions), with the new spec.
+  Status CheckQuota(const PeerKey& owner, const v1::JobSpec& spec) const;
   void HandleCancel(const std::string& identity, const v1::ControlMessage& msg, const PeerKey& key);
   void HandleListJobs(const std::string& identity, const v1::ControlMessage& msg);
   void HandleLinkReport(const std::string& identity, const v1::ControlMessage& msg);
