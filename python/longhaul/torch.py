@@ -94,7 +94,8 @@ def _carried_buffers(model):
 
 def _flatten(model, with_buffers):
     """flatten_parameters, then (with_buffers) the float32 buffers after the
-    parameters. Returns (flat, tensors, buffer_floats)."""
+    parameters. Returns (flat, tensors, buffers): buffers are the carried
+    (name, tensor) pairs, last in flat."""
     named = list(model.named_parameters())
     if not named:
         raise ValueError("the model has no parameters")
@@ -116,7 +117,7 @@ def _flatten(model, with_buffers):
             t.data = view.view(t.shape)  # the same Parameter or buffer object, its storage in flat
             tensors.append((name, list(t.shape), offset, n))
             offset += n
-    return flat, tensors, sum(b.numel() for _, b in buffers)
+    return flat, tensors, buffers
 
 
 _MOMENTS = {torch.optim.Adam: ["exp_avg", "exp_avg_sq"], torch.optim.AdamW: ["exp_avg", "exp_avg_sq"]}
@@ -164,10 +165,11 @@ class DiLoCo:
 
     def __init__(self, model, eval_fn=None, optimizer=None):
         self._model = model
-        self._flat, self._tensors, self._buffer_floats = _flatten(model, with_buffers=True)
+        self._flat, self._tensors, buffers = _flatten(model, with_buffers=True)
+        self._buffer_floats = sum(b.numel() for _, b in buffers)
         self._params = [p for _, p in model.named_parameters()]
         # One parameter and (if any) one buffer: moving the model breaks the aliasing of both.
-        self._aliased = [next(iter(model.parameters()))] + [b for _, b in _carried_buffers(model)][:1]
+        self._aliased = [next(iter(model.parameters()))] + [b for _, b in buffers[:1]]
         self._optimizer = optimizer
         self._optimizer_state = [] if optimizer is None else bind_optimizer_state(
             optimizer, self._tensors, self._params, self._flat.numel())
