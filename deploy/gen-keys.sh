@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Generates CURVE key pairs for an orchestrator, the given regions, one CLI user
-# and one CLI admin, and the allowlist the orchestrator and the WAN data plane admit.
+# and one CLI admin, and the allowlist the orchestrator admits (the WAN needs no
+# keys from here: each launch of workers gets a key pair of its own).
 #   deploy/gen-keys.sh KEYDIR eu-west us-east ap-south
 # Writes KEYDIR/<name>.key (secret, 0600), KEYDIR/<name>.pub, KEYDIR/allowed/*.pub and
 # KEYDIR/allowed/roles.

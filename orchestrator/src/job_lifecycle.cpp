@@ -7,6 +7,7 @@
 #include "job_runtime.h"
 #include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/proto/frame.h"
+#include "longhaul/wan_transport/curve.h"
 
 namespace longhaul::orchestrator {
 
@@ -117,6 +118,11 @@ void Orchestrator::HandleJobReady(const std::string& identity, const v1::Control
     Reject("bad_job_ready", r.region() + " reported " + std::to_string(r.endpoint().shard_endpoints_size()) +
                                 " shard endpoints for " + job.rec.id + ", expected " + std::to_string(want));
     return;
+  }
+  if (!r.endpoint().public_key().empty()) {
+    if (auto bad = wan_transport::ValidateZ85Key(r.endpoint().public_key(), "WAN public key"); !bad.ok()) {
+      return Reject("bad_job_ready", r.region() + " reported a bad " + bad.message() + " for " + job.rec.id);
+    }
   }
   longhaul::Status saved = Transition(job, "recording a region ready", [&](Job& j) {
     JobMember* m = j.Member(r.region());

@@ -18,12 +18,13 @@ void OnSignal(int) { g_stop = true; }
 int main(int argc, char** argv) {
   CLI::App app{"longhaul-agent - per-region daemon: registers with the orchestrator, runs and supervises workers"};
   longhaul::region_agent::AgentOptions o;
-  std::string work_dir, key, pub, allowlist, bin_dir;
+  std::string work_dir, key, pub, bin_dir;
   app.add_option("--region", o.region, "this region's name")->required();
   app.add_option("--orchestrator", o.orchestrator, "orchestrator endpoint, tcp://HOST:PORT")->required();
   app.add_option("--orchestrator-public-key", pub, "orchestrator's CURVE public key file (.pub)");
-  app.add_option("--key", key, "this region's CURVE key pair file (.key), used by the agent and its workers");
-  app.add_option("--allowlist", allowlist, "public keys admitted on the WAN data plane (file or folder of .pub)");
+  app.add_option("--key", key,
+                 "this region's CURVE key pair file (.key): the agent's identity towards the orchestrator. "
+                 "Workers never read it: each launch gets a WAN key pair of its own");
   app.add_flag("--insecure", o.insecure, "turn CURVE off everywhere (control and WAN)");
   app.add_option("--workers", o.workers, "worker slots of this region")->default_val(1);
   app.add_option("--data-host", o.data_host, "host the workers' WAN endpoints bind on")->default_val("127.0.0.1");
@@ -41,6 +42,15 @@ int main(int argc, char** argv) {
   app.add_option("--allow-working-dir", allow_dirs,
                  "a folder (or its subfolders) a job's worker.working_dir may name (repeatable); default: only "
                  "the job's own folder");
+  std::string run_as;
+  app.add_option("--worker-memory-max", o.worker_limits.memory_bytes,
+                 "memory limit of one launch (all workers of a job in this region), e.g. 64GiB; with it (or "
+                 "--worker-pids-max) each launch runs in a cgroup of its own, which also ends every process it started")
+      ->transform(CLI::AsSizeValue(false));
+  app.add_option("--worker-pids-max", o.worker_limits.pids, "most processes and threads of one launch");
+  app.add_option("--run-as", run_as,
+                 "USER[:GROUP] every worker runs as (names or numbers; the agent must start as root): the job's "
+                 "program then cannot read the agent's key or work root");
   app.add_option("--bin-dir", bin_dir, "where longhaul-worker and longhaul-linkem are (default: next to this binary)");
   int heartbeat_ms = 0, collective_s = 0, start_s = 0, round_s = 0;
   app.add_option("--heartbeat-interval-ms", heartbeat_ms, "heartbeat interval until the orchestrator sets one");
@@ -51,8 +61,15 @@ int main(int argc, char** argv) {
   o.work_dir = work_dir;
   o.key_file = key;
   o.orchestrator_public_key = pub;
-  o.allowlist = allowlist;
   o.bin_dir = bin_dir;
+  if (!run_as.empty()) {
+    auto who = longhaul::region_agent::ParseRunAs(run_as);
+    if (!who.ok()) {
+      std::cerr << "longhaul-agent: " << who.status().message() << "\n";
+      return 2;
+    }
+    o.run_as = *who;
+  }
   o.commands.allowed_programs.assign(allow_commands.begin(), allow_commands.end());
   o.commands.allowed_working_dirs.assign(allow_dirs.begin(), allow_dirs.end());
   if (heartbeat_ms > 0) o.timeouts.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);

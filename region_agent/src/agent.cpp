@@ -4,6 +4,11 @@
 #include "zmq_poll.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "longhaul/proto/frame.h"
 #include "longhaul/region_agent/capacity.h"
@@ -52,6 +57,25 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   std::error_code ec;
   std::filesystem::create_directories(o.work_dir, ec);
   if (ec) return Unavailable("cannot create --work-dir " + o.work_dir.string() + ": " + ec.message());
+  if (o.worker_limits.any()) {
+    auto root = CgroupRoot::Find();
+    if (!root.ok()) return root.status().WithContext("--worker-memory-max/--worker-pids-max need a cgroup per launch");
+    agent->cgroups_ = *root;
+    spdlog::info("each launch in a cgroup of its own under {} (cgroup {}): memory {} bytes, {} processes (0 = no limit)",
+                 root->parents().front().string(), root->unified() ? "v2" : "v1", o.worker_limits.memory_bytes,
+                 o.worker_limits.pids);
+  } else {
+    spdlog::info("workers are contained by their process groups only (a cgroup per launch comes with "
+                 "--worker-memory-max or --worker-pids-max)");
+  }
+  if (o.run_as) {
+    LONGHAUL_RETURN_IF_ERROR(CheckCanSwitchUser(*o.run_as));
+    // Workers may pass through the work root to their own job folder (0700,
+    // theirs) but not list it or read the agent's files in it.
+    if (::chmod(o.work_dir.c_str(), 0711) != 0) {
+      return Unavailable("cannot make --work-dir " + o.work_dir.string() + " mode 0711: " + std::strerror(errno));
+    }
+  }
 
   SessionOptions session;
   session.region = o.region;
@@ -66,8 +90,6 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
     if (!keys.ok()) return keys.status().WithContext("--key");
     auto server = wan_transport::LoadPublicKey(o.orchestrator_public_key);
     if (!server.ok()) return server.status().WithContext("--orchestrator-public-key");
-    auto allow = wan_transport::Allowlist::Load(o.allowlist);  // checked here so workers cannot fail on it
-    if (!allow.ok()) return allow.status().WithContext("--allowlist");
     session.keys = *keys;
     session.server_public_key = *server;
   }
@@ -226,8 +248,9 @@ void Agent::OnAssignment(const v1::JobAssignment& a) {
   launch.region = options_.region;
   launch.data_host = options_.data_host;
   launch.insecure = options_.insecure;
-  launch.key_file = options_.key_file;
-  launch.allowlist = options_.allowlist;
+  launch.run_as = options_.run_as;
+  launch.cgroups = cgroups_ ? &*cgroups_ : nullptr;
+  launch.limits = options_.worker_limits;
   launch.wan_rate_mbit = options_.wan_rate_mbit;
   launch.wan_delay_ms = options_.wan_delay_ms;
   launch.wan_jitter_ms = options_.wan_jitter_ms;

@@ -20,7 +20,6 @@ Status AgentOptions::Validate() const {
   if (!insecure) {
     if (orchestrator_public_key.empty()) return InvalidArgument("--orchestrator-public-key is required unless --insecure");
     if (key_file.empty()) return InvalidArgument("--key is required unless --insecure");
-    if (allowlist.empty()) return InvalidArgument("--allowlist is required unless --insecure");
   }
   if (workers < 1 || workers > 256) return InvalidArgument("--workers must be in [1, 256], got " + std::to_string(workers));
   if (validation_batches < 0 || validation_batches > 4096)

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <poll.h>
 #include <signal.h>
+#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -79,22 +80,56 @@ Result<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
 
   int log_fd = -1;
   if (!options.log_file.empty()) {
-    log_fd = ::open(options.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    // The log's folder may belong to the workers' user: no link is followed and
+    // only a regular file is written (a FIFO would block, a link could point anywhere).
+    log_fd = ::open(options.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
     if (log_fd < 0) return Unavailable(Errno("cannot open log file " + options.log_file.string()));
+    struct stat st {};
+    if (::fstat(log_fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(log_fd);
+      return Unavailable("log file " + options.log_file.string() + " is not a regular file");
+    }
+    ::fcntl(log_fd, F_SETFL, O_WRONLY | O_APPEND);  // blocking writes from here on
   }
   int pipe_fds[2] = {-1, -1};
   if (options.capture_stdout && ::pipe2(pipe_fds, O_CLOEXEC) != 0) {
     if (log_fd >= 0) ::close(log_fd);
     return Unavailable(Errno("pipe"));
   }
+  // The child reports a failed step before exec (which step, errno) on this
+  // close-on-exec pipe; a successful exec closes it with nothing written.
+  int err_fds[2] = {-1, -1};
+  if (::pipe2(err_fds, O_CLOEXEC) != 0) {
+    if (log_fd >= 0) ::close(log_fd);
+    if (pipe_fds[0] >= 0) { ::close(pipe_fds[0]); ::close(pipe_fds[1]); }
+    return Unavailable(Errno("pipe"));
+  }
+  const bool switch_user = options.run_as.has_value();
+  const uid_t uid = switch_user ? options.run_as->uid : 0;
+  const gid_t gid = switch_user ? options.run_as->gid : 0;
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     if (log_fd >= 0) ::close(log_fd);
     if (pipe_fds[0] >= 0) { ::close(pipe_fds[0]); ::close(pipe_fds[1]); }
+    ::close(err_fds[0]);
+    ::close(err_fds[1]);
     return Unavailable(Errno("fork"));
   }
   if (pid == 0) {
+    // Only async-signal-safe calls from here on.
+    auto fail = [&](int step) {
+      const int report[2] = {step, errno};
+      [[maybe_unused]] auto n = ::write(err_fds[1], report, sizeof(report));
+      ::_exit(126);
+    };
+    if (::setsid() < 0) fail(1);
+    for (int fd : options.cgroup_procs_fds) {
+      if (::write(fd, "0", 1) != 1) fail(2);
+    }
+    if (switch_user && (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0)) fail(3);
+    if (switch_user && ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(4);
+    // After the user switch, which clears the parent-death signal.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(126);  // parent already gone
     if (log_fd >= 0) {
@@ -102,11 +137,30 @@ Result<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
       if (!options.capture_stdout) ::dup2(log_fd, STDOUT_FILENO);
     }
     if (options.capture_stdout) ::dup2(pipe_fds[1], STDOUT_FILENO);
-    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(126);
+    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) fail(5);
     ::execve(exe.c_str(), argv.data(), envp.data());
-    ::_exit(127);
+    fail(6);
   }
   if (log_fd >= 0) ::close(log_fd);
+  ::close(err_fds[1]);
+  int report[2] = {0, 0};
+  ssize_t got = 0;
+  do {
+    got = ::read(err_fds[0], report, sizeof(report));
+  } while (got < 0 && errno == EINTR);
+  ::close(err_fds[0]);
+  if (got == static_cast<ssize_t>(sizeof(report))) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (pipe_fds[0] >= 0) { ::close(pipe_fds[0]); ::close(pipe_fds[1]); }
+    static constexpr const char* kSteps[] = {"", "setsid", "joining the launch's cgroup", "switching to user",
+                                             "setting no_new_privs", "changing to the working directory", "exec"};
+    std::string what = kSteps[report[0] >= 1 && report[0] <= 6 ? report[0] : 6];
+    if (report[0] == 3) what += " " + options.run_as->spec;
+    if (report[0] == 5) what += " " + cwd;
+    if (report[0] == 6) what += " " + exe;
+    return Unavailable("starting " + options.program.string() + ": " + what + " failed: " + std::strerror(report[1]));
+  }
   ChildProcess child;
   child.pid_ = pid;
   if (options.capture_stdout) {
@@ -174,7 +228,13 @@ std::string ChildProcess::DescribeExit() const {
 }
 
 void ChildProcess::Signal(int sig) const {
-  if (pid_ > 0 && !exit_status_) ::kill(pid_, sig);
+  if (pid_ > 0 && !exit_status_) ::kill(-pid_, sig);
+}
+
+void ChildProcess::KillGroup() const {
+  // The group's id stays taken (no new process gets it) while any member
+  // lives, so this reaches only what the child started.
+  if (pid_ > 0) ::kill(-pid_, SIGKILL);
 }
 
 bool ChildProcess::WaitExit(Deadline deadline) {
@@ -186,12 +246,18 @@ bool ChildProcess::WaitExit(Deadline deadline) {
 }
 
 void ChildProcess::Stop(Duration grace) {
-  if (pid_ <= 0 || Poll()) return;
+  if (pid_ <= 0) return;
+  if (Poll()) {
+    KillGroup();
+    return;
+  }
   Signal(SIGTERM);
-  if (WaitExit(DeadlineAfter(grace))) return;
-  Signal(SIGKILL);
-  int status = 0;
-  if (::waitpid(pid_, &status, 0) == pid_) exit_status_ = status;
+  if (!WaitExit(DeadlineAfter(grace))) {
+    KillGroup();
+    int status = 0;
+    if (::waitpid(pid_, &status, 0) == pid_) exit_status_ = status;
+  }
+  KillGroup();
 }
 
 Result<std::string> ChildProcess::ReadLine(Deadline deadline) {

@@ -16,6 +16,7 @@
 #include "longhaul/common/random_token.h"
 #include "longhaul/region_agent/region_report.h"
 #include "longhaul/session/session_options.h"
+#include "longhaul/wan_transport/curve.h"
 
 namespace longhaul::region_agent {
 namespace {
@@ -42,12 +43,9 @@ Result<std::unique_ptr<RegionJob>> RegionJob::Launch(const worker::JobConfig& co
   std::error_code ec;
   std::filesystem::create_directories(options.job_dir, ec);
   if (ec) return Unavailable("cannot create job folder " + options.job_dir.string() + ": " + ec.message());
-  {
-    std::ofstream out(options.job_dir / "assignment.pb", std::ios::binary | std::ios::trunc);
-    if (!out || !assignment.SerializeToOstream(&out)) {
-      return Unavailable("cannot write " + (options.job_dir / "assignment.pb").string());
-    }
-  }
+  // The job folder is the workers' (checkpoints, their own files); what the
+  // agent writes for a launch goes into a fresh launch folder first.
+  if (options.run_as) LONGHAUL_RETURN_IF_ERROR(HandOver(options.job_dir, *options.run_as, 0700));
   job->start_deadline_ = DeadlineAfter(options.start_timeout);
   LONGHAUL_RETURN_IF_ERROR(job->SpawnWorkers());
   return job;
@@ -56,6 +54,7 @@ Result<std::unique_ptr<RegionJob>> RegionJob::Launch(const worker::JobConfig& co
 RegionJob::~RegionJob() {
   for (auto& w : workers_) w.Stop(std::chrono::milliseconds(500));
   for (auto& l : linkems_) l.Stop(std::chrono::milliseconds(500));
+  cgroup_.reset();  // kills what is left in it, removes it
 }
 
 std::filesystem::path RegionJob::log_file(int rank) const {
@@ -90,20 +89,21 @@ Result<int> FreePort(const std::string& host) {
 SpawnOptions RegionJob::WorkerSpawn(int rank, const std::filesystem::path& store, int master_port) const {
   session::SessionOptions so;
   so.agent_endpoint = options_.agent_endpoint;
-  so.assignment_file = options_.job_dir / "assignment.pb";
+  so.assignment_file = launch_dir_ / "assignment.pb";
   so.region = options_.region;
   so.rank = rank;
   so.store_dir = store;
   so.wan_host = options_.data_host;
   so.insecure = options_.insecure;
-  so.key_file = options_.key_file.string();
-  so.allowlist = options_.allowlist.string();
+  so.key_file = wan_key_file_.string();
   so.collective_timeout = options_.collective_timeout;
   so.link_io = options_.link_io;
   so.validation_batches = options_.validation_batches;
   so.worker_token = tokens_.at(static_cast<size_t>(rank));
   SpawnOptions spawn;
   spawn.log_file = log_file(rank);
+  spawn.run_as = options_.run_as;
+  if (cgroup_) spawn.cgroup_procs_fds = cgroup_->procs_fds();
   spawn.env = session::WorkerEnvironment(so, static_cast<int>(config_.workers), options_.data_host, master_port);
   if (!config_.command) {
     spawn.program = options_.worker_binary;
@@ -129,7 +129,38 @@ SpawnOptions RegionJob::WorkerSpawn(int rank, const std::filesystem::path& store
 
 Status RegionJob::SpawnWorkers() {
   const int n = static_cast<int>(config_.workers);
-  const auto store = options_.job_dir / ("launch-" + std::to_string(options_.launch_id)) / "gloo";
+  // A folder of this launch's own, made by the agent (so nothing in it is a
+  // link the workers planted; an earlier agent process may have left launch-N
+  // of the same job behind): the next free launch-N from launch_id.
+  for (uint64_t id = options_.launch_id;; ++id) {
+    launch_dir_ = options_.job_dir / ("launch-" + std::to_string(id));
+    std::error_code ec;
+    if (std::filesystem::create_directory(launch_dir_, ec)) break;
+    if (ec) return Unavailable("cannot create " + launch_dir_.string() + ": " + ec.message());
+  }
+  const auto store = launch_dir_ / "gloo";
+  {
+    std::ofstream out(launch_dir_ / "assignment.pb", std::ios::binary | std::ios::trunc);
+    if (!out || !assignment_.SerializeToOstream(&out)) {
+      return Unavailable("cannot write " + (launch_dir_ / "assignment.pb").string());
+    }
+  }
+  if (!options_.insecure) {
+    // The workers' WAN identity for this launch only: they never see the
+    // agent's control-plane key; peers learn this public key from the round.
+    LONGHAUL_ASSIGN_OR_RETURN(auto keys, wan_transport::GenerateCurveKeyPair());
+    LONGHAUL_RETURN_IF_ERROR(wan_transport::WriteKeyPair(launch_dir_, "wan", keys));
+    wan_public_key_ = keys.public_key;
+    wan_key_file_ = launch_dir_ / "wan.key";
+  }
+  if (options_.cgroups != nullptr) {
+    const std::string name = "longhaul-" + options_.region + "-" + config_.job_id + "-" + launch_dir_.filename().string();
+    LONGHAUL_ASSIGN_OR_RETURN(cgroup_, LaunchCgroup::Create(*options_.cgroups, name, options_.limits));
+  }
+  if (options_.run_as) {
+    LONGHAUL_RETURN_IF_ERROR(HandOver(launch_dir_, *options_.run_as, 0700));
+    if (!wan_key_file_.empty()) LONGHAUL_RETURN_IF_ERROR(HandOver(wan_key_file_, *options_.run_as, 0600));
+  }
   routing_ids_.assign(n, "");
   wan_endpoints_.assign(n, "");
   tokens_.clear();
@@ -210,6 +241,7 @@ Result<std::string> RegionJob::StartLinkem(const std::string& worker_endpoint) {
 Result<v1::PeerEndpoint> RegionJob::MakeReady() {
   v1::PeerEndpoint ep;
   ep.set_region(options_.region);
+  ep.set_public_key(wan_public_key_);
   for (const auto& wan : wan_endpoints_) {
     if (options_.wan_rate_mbit > 0) {
       auto via = StartLinkem(wan);
@@ -283,6 +315,11 @@ bool RegionJob::FinishStop() {
         all_gone = false;
       }
     }
+  }
+  // What the workers started dies with the job.
+  if (all_gone) {
+    for (auto& w : workers_) w.KillGroup();
+    if (cgroup_) cgroup_->KillAll();  // also what left its process group
   }
   return all_gone;
 }

@@ -43,8 +43,7 @@ void RealCluster::StartAgent(const std::string& region) {
   std::vector<std::string> argv = {
       kBin + "/longhaul-agent", "--region", region, "--orchestrator", ep.control, "--orchestrator-public-key",
       (dir / "keys/orchestrator.pub").string(), "--key", (dir / "keys" / (region + ".key")).string(), "--workers", std::to_string(options.workers),
-      "--data-host", "127.0.0.1", "--work-dir", (dir / region).string(), "--metrics", "127.0.0.1:0", "--allowlist",
-      (dir / "keys/allow").string(), "--bin-dir", kBin,
+      "--data-host", "127.0.0.1", "--work-dir", (dir / region).string(), "--metrics", "127.0.0.1:0", "--bin-dir", kBin,
       "--collective-timeout-s", "15"};  // survivors of a killed peer give up in seconds
   argv.insert(argv.end(), options.agent_flags.begin(), options.agent_flags.end());
   // Only the ones this build has (an agent refuses to start on a missing one).

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -41,7 +42,7 @@ Subprocess StartAgent(const std::string& region, const FakeOrchestrator& orch, i
     args.push_back("--insecure");
   } else {
     args.insert(args.end(), {"--key", (keys / (region + ".key")).string(), "--orchestrator-public-key",
-                                 (keys / "orchestrator.pub").string(), "--allowlist", (keys / "allowed").string()});
+                                 (keys / "orchestrator.pub").string()});
   }
   args.insert(args.end(), extra.begin(), extra.end());
   auto agent = Subprocess::Spawn(args, {.log_path = (dir / (region + "-agent.log")).string()});
@@ -441,7 +442,7 @@ TEST_CASE("region_agent: agent two regions of two workers agree on theta through
   }
 }
 
-TEST_CASE("region_agent: agent CURVE on the control plane and the WAN, keys named by region", "[agent]") {
+TEST_CASE("region_agent: agent CURVE on the control plane, each launch with a WAN key pair of its own", "[agent]") {
   namespace wt = longhaul::wan_transport;
   const TempDir tmp("agent-curve");
   const auto& dir = tmp.path();
@@ -470,6 +471,24 @@ TEST_CASE("region_agent: agent CURVE on the control plane and the WAN, keys name
     REQUIRE(ready);
     endpoints[ready->region] = ready->msg.job_ready().endpoint();
   }
+  // Each launch advertises a key of its own: neither agent's key, not each other's.
+  for (const std::string region : {"eu", "us"}) {
+    INFO(region);
+    CHECK(wt::ValidateZ85Key(endpoints[region].public_key(), "launch key").ok());
+    CHECK(endpoints[region].public_key() != pairs["eu"].public_key);
+    CHECK(endpoints[region].public_key() != pairs["us"].public_key);
+  }
+  CHECK(endpoints["eu"].public_key() != endpoints["us"].public_key());
+  // The worker's environment names the launch's key file, never the agent's.
+  const auto workers = ChildrenNamed(a.pid(), "longhaul-worker");
+  REQUIRE(workers.size() == 1);
+  std::ifstream environ_file("/proc/" + std::to_string(workers[0]) + "/environ", std::ios::binary);
+  const std::string environ_text((std::istreambuf_iterator<char>(environ_file)), std::istreambuf_iterator<char>());
+  CHECK(environ_text.find("LONGHAUL_KEY_FILE=" + (dir / "eu" / "job").string()) != std::string::npos);
+  CHECK(environ_text.find((keys / "eu.key").string()) == std::string::npos);
+  CHECK(environ_text.find("LONGHAUL_ALLOWLIST") == std::string::npos);
+
+  // The round runs on the launch keys alone (no WAN allowlist anywhere).
   auto start = Start("job", 1, 1, {endpoints["eu"], endpoints["us"]});
   orch.Send("eu", start);
   orch.Send("us", start);
@@ -524,4 +543,116 @@ TEST_CASE("region_agent: agent with --wan-rate-mbit puts a link emulator in fron
     CHECK(agent->Wait(10s) == 0);  // exited with status 0
   }
   for (pid_t p : linkems) CHECK(::kill(p, 0) != 0);  // stopped with the agent
+}
+
+TEST_CASE("region_agent: agent with --run-as and limits runs a job's program as that user in a cgroup, away from "
+          "the agent's key, and what it started dies with the job",
+          "[agent][security]") {
+  if (::geteuid() != 0) {
+    WARN("not root: --run-as cannot be tested here");
+    return;
+  }
+  namespace wt = longhaul::wan_transport;
+  const TempDir tmp("agent-run-as");
+  const auto& dir = tmp.path();
+  std::filesystem::permissions(dir, std::filesystem::perms(0711));  // the workers' user passes through
+  const auto keys = dir / "keys";
+  std::map<std::string, wt::CurveKeyPair> pairs;
+  for (const std::string name : {"orchestrator", "eu"}) {
+    auto kp = wt::GenerateCurveKeyPair();
+    REQUIRE(kp.ok());
+    REQUIRE(wt::WriteKeyPair(keys, name, *kp).ok());
+    pairs[name] = *kp;
+  }
+  std::filesystem::permissions(keys, std::filesystem::perms(0755));  // only the key file itself is private
+  FakeOrchestrator orch(&pairs["orchestrator"], wt::Allowlist::Of({pairs["eu"].public_key}));
+  auto agent = StartAgent("eu", orch, 1, dir, keys, {"--run-as", "nobody:nogroup", "--allow-command", "/bin/sh",
+                                                   "--worker-memory-max", "512MiB", "--worker-pids-max", "64"});
+  REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion, "eu"), 10s));
+  // The program records who it is, tries to read the agent's key, starts a
+  // process in the background and keeps running (it never says hello).
+  auto a = TinyJob("j-run-as", "eu", 0, 1, 1);
+  a.mutable_spec()->clear_model_preset();
+  auto* cmd = a.mutable_spec()->mutable_worker()->mutable_command();
+  cmd->add_argv("/bin/sh");
+  cmd->add_argv("-c");
+  cmd->add_argv("id -u > uid.txt; id -G > groups.txt; cat " + (keys / "eu.key").string() +
+                " > leak.txt 2>&1; ls .. > list.txt 2>&1; cat /proc/self/cgroup > cgroup.txt; "
+                "setsid sleep 300 & echo $! > escaped.pid; sleep 300 & echo $! > bg.tmp; mv bg.tmp bg.pid; exec sleep 300");
+  orch.Send("eu", Wrap(a));
+  const auto job_dir = dir / "eu" / "j-run-as";
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (!std::filesystem::exists(job_dir / "bg.pid") && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(20ms);  // polling for the file the program writes last, bounded
+  }
+  REQUIRE(std::filesystem::exists(job_dir / "bg.pid"));
+  auto read = [&](const std::string& name) {
+    std::ifstream in(job_dir / name);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  CHECK(read("uid.txt") == "65534\n");
+  CHECK(read("groups.txt") == "65534\n");  // no supplementary group of the agent's
+  CHECK(read("leak.txt").find("Permission denied") != std::string::npos);
+  CHECK(read("leak.txt").find(pairs["eu"].secret_key) == std::string::npos);
+  CHECK(read("list.txt").find("Permission denied") != std::string::npos);  // the work root is not listable
+  struct stat st {};
+  REQUIRE(::stat(job_dir.c_str(), &st) == 0);
+  CHECK(st.st_uid == 65534);
+  CHECK((st.st_mode & 07777) == 0700);
+  REQUIRE(::stat((dir / "eu").c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0711);
+  const pid_t background = std::stoi(read("bg.pid"));
+  const pid_t escaped = std::stoi(read("escaped.pid"));  // left the worker's process group
+  // The launch's cgroup, as the program saw it: /sys/fs/cgroup/pids/... (v1) or /sys/fs/cgroup/... (v2).
+  std::filesystem::path cgroup_dir;
+  {
+    std::istringstream lines(read("cgroup.txt"));
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (line.find("longhaul-eu-j-run-as-launch-1") == std::string::npos) continue;
+      const auto path = line.substr(line.rfind(':') + 1);
+      if (line.find(":pids:") != std::string::npos) cgroup_dir = "/sys/fs/cgroup/pids" + path;
+      if (line.rfind("0::", 0) == 0 && cgroup_dir.empty()) cgroup_dir = "/sys/fs/cgroup" + path;
+    }
+  }
+  REQUIRE(!cgroup_dir.empty());
+  CHECK(read("cgroup.txt").find("longhaul-eu-j-run-as-launch-1") != std::string::npos);
+  {
+    std::ifstream max(cgroup_dir / "pids.max");
+    std::string v;
+    max >> v;
+    CHECK(v == "64");
+  }
+  const auto workers = ChildrenNamed(agent.pid(), "sleep");
+  REQUIRE(workers.size() == 1);
+  std::ifstream status("/proc/" + std::to_string(workers[0]) + "/status");
+  const std::string status_text((std::istreambuf_iterator<char>(status)), std::istreambuf_iterator<char>());
+  CHECK(status_text.find("NoNewPrivs:\t1") != std::string::npos);
+
+  // Cancel the job: the worker and the process it started in the background end.
+  v1::RoundCommand stop;
+  stop.set_job_id("j-run-as");
+  stop.set_kind(v1::RoundCommand::STOP);
+  v1::ControlMessage m;
+  *m.mutable_round_command() = stop;
+  orch.Send("eu", m);
+  REQUIRE(agent.WaitForLine("job j-run-as: all processes stopped", 20s));
+  auto state = [](pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto paren = text.rfind(')');
+    return paren == std::string::npos || paren + 2 >= text.size() ? std::string() : text.substr(paren + 2, 1);
+  };
+  for (const pid_t pid : {background, escaped}) {
+    INFO(pid);
+    const std::string left = state(pid);
+    CHECK((left.empty() || left == "Z"));  // gone, or dead and waiting for init to reap it
+  }
+  const auto removed_by = std::chrono::steady_clock::now() + 10s;
+  while (std::filesystem::exists(cgroup_dir) && std::chrono::steady_clock::now() < removed_by) {
+    std::this_thread::sleep_for(20ms);  // polling for the agent to remove the launch's cgroup, bounded
+  }
+  CHECK_FALSE(std::filesystem::exists(cgroup_dir));
+  agent.Signal(SIGTERM);
+  REQUIRE(agent.Wait(10s).has_value());
 }

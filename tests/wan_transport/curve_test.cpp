@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "longhaul/wan_transport/curve.h"
 #include "support/temp_dir.h"
@@ -181,4 +182,48 @@ TEST_CASE("a secret key file readable by group or others is refused with the fix
   CHECK(loaded.status().message().find("chmod 600") != std::string::npos);
   REQUIRE(::chmod(key.c_str(), 0600) == 0);
   CHECK(LoadKeyPair(key).ok());
+}
+
+TEST_CASE("a ZAP handler with an admit wait holds an unknown client until its key is admitted, then refuses late ones") {
+  zmq::context_t ctx;
+  CurveKeyPair server = NewKeys(), early = NewKeys(), never = NewKeys();
+  auto zap = ZapAuthenticator::Start(ctx, Allowlist(), std::chrono::milliseconds(1500));
+  REQUIRE(zap.ok());
+  zmq::socket_t router(ctx, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  MakeCurveServer(router, server);
+  router.bind("tcp://127.0.0.1:0");
+  const std::string endpoint = router.get(zmq::sockopt::last_endpoint);
+  auto make_client = [&](const CurveKeyPair& own) {
+    zmq::socket_t s(ctx, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    MakeCurveClient(s, own, server.public_key);
+    s.connect(endpoint);
+    return s;
+  };
+  zmq::socket_t early_client = make_client(early);
+  zmq::socket_t never_client = make_client(never);
+  early_client.send(zmq::str_buffer("early"), zmq::send_flags::none);
+  never_client.send(zmq::str_buffer("never"), zmq::send_flags::none);
+
+  // Neither key is admitted yet: nothing gets through.
+  router.set(zmq::sockopt::rcvtimeo, 300);
+  zmq::message_t id, body;
+  CHECK_FALSE(router.recv(id));
+  // Admitting the early key lets its held handshake finish: its message arrives.
+  (*zap)->Admit({early.public_key});
+  router.set(zmq::sockopt::rcvtimeo, 5000);
+  REQUIRE(router.recv(id));
+  REQUIRE(router.recv(body));
+  CHECK(body.to_string() == "early");
+  // The other is refused once its wait ends (libzmq does not retry it).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((*zap)->rejected() == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling a counter, bounded
+  }
+  CHECK((*zap)->rejected() == 1);
+  CHECK((*zap)->accepted() == 1);
+  (*zap)->Admit({never.public_key});  // too late: its connection is gone
+  router.set(zmq::sockopt::rcvtimeo, 300);
+  CHECK_FALSE(router.recv(id));
 }

@@ -196,3 +196,42 @@ TEST_CASE("the probe measures RTT and bandwidth and metrics are exported") {
   CHECK(text.find("longhaul_wan_link_bandwidth_bytes_per_second") != std::string::npos);
   CHECK(text.find("longhaul_wan_transfer_duration_seconds_count 1") != std::string::npos);
 }
+
+TEST_CASE("with admit_group_peers a listener admits the keys of the groups it joined, also for a peer that came first") {
+  WanOptions o;
+  o.job_id = "job";
+  o.admit_group_peers = true;  // empty allowlists: only group peers get in
+  o.timeouts.link_io = 1s;
+  o.timeouts.collective = 2s;  // how long a held peer waits to be admitted
+  std::vector<CurveKeyPair> keys = {Keys(), Keys(), Keys()};
+  std::vector<std::unique_ptr<WanEndpoint>> eps;
+  for (const auto& k : keys) {
+    o.keys = k;
+    auto ep = WanEndpoint::Bind("127.0.0.1:0", o);
+    REQUIRE(ep.ok());
+    eps.push_back(std::move(*ep));
+  }
+  // The group is endpoints 0 and 1; endpoint 2 is an outsider that knows 1's
+  // endpoint and key but was never in one of 1's groups.
+  GroupSpec g{"job", 1, 1, 0, {{eps[0]->endpoint(), keys[0].public_key}, {eps[1]->endpoint(), keys[1].public_key}}};
+  auto first = eps[0]->Join(g);
+  REQUIRE(first.ok());
+  REQUIRE((*first)->Send(1, 5, Bytes(2000, 1), DeadlineAfter(1s)).ok());  // 1 has not joined yet
+  GroupSpec outsider{"job", 1, 1, 0, {{eps[2]->endpoint(), keys[2].public_key}, {eps[1]->endpoint(), keys[1].public_key}}};
+  auto intruder = eps[2]->Join(outsider);
+  REQUIRE(intruder.ok());
+  REQUIRE((*intruder)->Send(1, 5, Bytes(2000, 2), DeadlineAfter(1s)).ok());
+  g.rank = 1;
+  auto second = eps[1]->Join(g);
+  REQUIRE(second.ok());
+  auto got = (*second)->Recv(0, 5, DeadlineAfter(5s));
+  REQUIRE(got.ok());
+  CHECK(*got == Bytes(2000, 1));
+  // The outsider is held, then refused when the wait ends; nothing of it arrives.
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (eps[1]->rejected_connections() == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(20ms);  // polling a counter, bounded
+  }
+  CHECK(eps[1]->rejected_connections() >= 1);
+  CHECK((*second)->Recv(0, 6, DeadlineAfter(200ms)).status().code() == StatusCode::kDeadlineExceeded);
+}

@@ -34,8 +34,13 @@ Status WanEndpoint::Impl::Start(const std::string& bind_address) {
   if (opt_.encryption) {
     LONGHAUL_RETURN_IF_ERROR(ValidateZ85Key(opt_.keys.public_key, "WanOptions.keys.public_key"));
     LONGHAUL_RETURN_IF_ERROR(ValidateZ85Key(opt_.keys.secret_key, "WanOptions.keys.secret_key"));
-    if (opt_.allowlist.size() == 0) return InvalidArgument("WanOptions.allowlist is empty: no peer could connect");
-    LONGHAUL_ASSIGN_OR_RETURN(zap_, ZapAuthenticator::Start(ctx_, opt_.allowlist));
+    if (opt_.allowlist.size() == 0 && !opt_.admit_group_peers) {
+      return InvalidArgument("WanOptions.allowlist is empty and admit_group_peers is off: no peer could connect");
+    }
+    const auto admit_wait = opt_.admit_group_peers
+                                ? std::chrono::duration_cast<std::chrono::milliseconds>(opt_.timeouts.collective)
+                                : std::chrono::milliseconds(0);
+    LONGHAUL_ASSIGN_OR_RETURN(zap_, ZapAuthenticator::Start(ctx_, opt_.allowlist, admit_wait));
   }
   try {
     router_.set(zmq::sockopt::linger, 0);

@@ -157,6 +157,13 @@ Result<std::unique_ptr<sync_policies::CollectiveLink>> WanEndpoint::Join(const G
       LONGHAUL_RETURN_IF_ERROR(ValidateZ85Key(spec.peers[i].public_key, "GroupSpec.peers[" + std::to_string(i) + "].public_key"));
     }
   }
+  if (impl_->opt_.admit_group_peers && impl_->zap_) {
+    std::vector<std::string> keys;
+    for (size_t i = 0; i < spec.peers.size(); ++i) {
+      if (static_cast<int>(i) != spec.rank) keys.push_back(spec.peers[i].public_key);
+    }
+    impl_->zap_->Admit(keys);
+  }
   {
     std::lock_guard lock(impl_->mu_);
     if (impl_->Cancelled(spec.epoch)) return impl_->CancelledError("joining round " + std::to_string(spec.round));

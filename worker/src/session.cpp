@@ -79,7 +79,7 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
     wopts.host = options.wan_host;
     wopts.insecure = options.insecure;
     wopts.key_file = options.key_file;
-    wopts.allowlist = options.allowlist;
+    wopts.collective = options.collective_timeout;
     wopts.link_io = options.link_io;
     auto wan = worker::BindWanPort(wopts);
     if (!wan.ok()) return wan.status().WithContext("WAN port");
@@ -227,7 +227,7 @@ Status Session::BeginRound(const v1::RoundCommand& cmd, bool* joined) {
       return InvalidArgument("participant " + p.region() + " lists " + std::to_string(p.shard_endpoints_size()) +
                              " shard endpoints; the job has " + std::to_string(config_.workers) + " workers per region");
     }
-    peers.push_back({p.region(), p.shard_endpoints(options_.rank)});
+    peers.push_back({p.region(), p.shard_endpoints(options_.rank), p.public_key()});
     if (p.region() == cmd.bootstrap_region()) in.bootstrap_rank = k;
   }
   if (my_rank < 0) return InvalidArgument("region " + options_.region + " is not among the round's participants");

@@ -14,7 +14,6 @@ constexpr const char* kStoreDir = "LONGHAUL_STORE_DIR";
 constexpr const char* kWanHost = "LONGHAUL_WAN_HOST";
 constexpr const char* kInsecure = "LONGHAUL_INSECURE";
 constexpr const char* kKeyFile = "LONGHAUL_KEY_FILE";
-constexpr const char* kAllowlist = "LONGHAUL_ALLOWLIST";
 constexpr const char* kCollectiveMs = "LONGHAUL_COLLECTIVE_TIMEOUT_MS";
 constexpr const char* kLinkIoMs = "LONGHAUL_LINK_IO_TIMEOUT_MS";
 constexpr const char* kValidationBatches = "LONGHAUL_VALIDATION_BATCHES";
@@ -49,9 +48,7 @@ Status SessionOptions::Validate() const {
   if (region.empty()) return InvalidArgument("session options: region is empty");
   if (rank < 0) return InvalidArgument("session options: rank must be >= 0, got " + std::to_string(rank));
   if (store_dir.empty()) return InvalidArgument("session options: store_dir is empty");
-  if (!insecure && (key_file.empty() || allowlist.empty())) {
-    return InvalidArgument("session options: CURVE needs key_file and allowlist (or insecure)");
-  }
+  if (!insecure && key_file.empty()) return InvalidArgument("session options: CURVE needs key_file (or insecure)");
   if (link_io >= collective_timeout) {
     return InvalidArgument("session options: link I/O timeout " + std::to_string(link_io.count()) +
                            " ms must be below the collective timeout " + std::to_string(collective_timeout.count()) + " ms");
@@ -70,7 +67,6 @@ std::map<std::string, std::string> WorkerEnvironment(const SessionOptions& o, in
       {kWanHost, o.wan_host},
       {kInsecure, o.insecure ? "1" : "0"},
       {kKeyFile, o.key_file},
-      {kAllowlist, o.allowlist},
       {kCollectiveMs, std::to_string(o.collective_timeout.count())},
       {kLinkIoMs, std::to_string(o.link_io.count())},
       {kValidationBatches, std::to_string(o.validation_batches)},
@@ -102,7 +98,6 @@ Result<SessionOptions> SessionOptionsFromEnvironment() {
   o.insecure = insecure != nullptr && std::string(insecure) == "1";
   if (!o.insecure) {
     LONGHAUL_ASSIGN_OR_RETURN(o.key_file, Required(kKeyFile));
-    LONGHAUL_ASSIGN_OR_RETURN(o.allowlist, Required(kAllowlist));
   }
   LONGHAUL_ASSIGN_OR_RETURN(int64_t collective, Integer(kCollectiveMs, 1, int64_t{1} << 40, o.collective_timeout.count()));
   o.collective_timeout = Duration(collective);

@@ -1,8 +1,7 @@
 // WanPort over wan_transport's WanEndpoint: chunked, checksummed transfers over
 // several parallel (CURVE) connections per peer, with pacing and link
-// measurement. A peer's listener key is read from <allowlist folder>/<region>.pub
-// (deploy/gen-keys.sh names keys by region).
-#include <filesystem>
+// measurement. Peers' listener keys come with the round (WanPeer::public_key)
+// and are admitted on our listener when we join their group.
 
 #include "longhaul/worker/wan_port.h"
 #include "longhaul/wan_transport/endpoint.h"
@@ -27,14 +26,11 @@ class TransportWanPort final : public WanPort {
     spec.epoch = epoch;
     spec.rank = rank;
     for (size_t i = 0; i < peers.size(); ++i) {
-      wan_transport::PeerSpec peer{peers[i].endpoint, ""};
-      if (!options_.insecure && static_cast<int>(i) != rank) {
-        const auto key_file = std::filesystem::path(options_.allowlist) / (peers[i].region + ".pub");
-        auto key = wan_transport::LoadPublicKey(key_file);
-        if (!key.ok()) return key.status().WithContext("WAN key of region " + peers[i].region + " (expected in the allowlist folder)");
-        peer.public_key = *key;
+      if (!options_.insecure && static_cast<int>(i) != rank && peers[i].public_key.empty()) {
+        return InvalidArgument("region " + peers[i].region +
+                               " advertised no WAN public key (is its agent running --insecure?)");
       }
-      spec.peers.push_back(std::move(peer));
+      spec.peers.push_back({peers[i].endpoint, options_.insecure ? "" : peers[i].public_key});
     }
     return endpoint_->Join(spec);
   }
@@ -61,13 +57,12 @@ Result<wan_transport::WanOptions> MakeWanOptions(const WanPortOptions& options) 
   w.job_id = options.job_id;
   w.encryption = !options.insecure;
   w.timeouts.link_io = options.link_io;
+  w.timeouts.collective = options.collective;
   if (!options.insecure) {
     auto keys = wan_transport::LoadKeyPair(options.key_file);
     if (!keys.ok()) return keys.status().WithContext("WAN key");
     w.keys = *keys;
-    auto allow = wan_transport::Allowlist::Load(options.allowlist);
-    if (!allow.ok()) return allow.status().WithContext("WAN allowlist");
-    w.allowlist = std::move(*allow);
+    w.admit_group_peers = true;
   }
   return w;
 }

@@ -21,27 +21,25 @@ namespace {
 namespace fs = std::filesystem;
 
 // Keys: one per agent, one for the CLI, one for the orchestrator. The control
-// allowlist admits the agents and the CLI; the WAN allowlist admits the agents.
+// allowlist admits the agents and the CLI. The WAN needs no key of ours: every
+// launch of workers gets a key pair of its own from its agent.
 Status MakeKeys(const fs::path& dir, const std::vector<LocalRegion>& regions) {
-  for (const auto& sub : {"control-allow", "wan-allow"}) fs::create_directories(dir / sub);
-  auto gen = [&](const std::string& name, bool control, bool wan) -> Status {
+  fs::create_directories(dir / "control-allow");
+  auto gen = [&](const std::string& name, bool control) -> Status {
     LONGHAUL_ASSIGN_OR_RETURN(auto keys, wan_transport::GenerateCurveKeyPair());
     LONGHAUL_RETURN_IF_ERROR(wan_transport::WriteKeyPair(dir, name, keys));
-    // Allowlist folders hold public keys only, named <region>.pub (workers look
-    // their peers' keys up by region name there).
-    std::error_code ec;
+    std::error_code ec;  // the allowlist folder holds public keys only
     if (control) fs::copy_file(dir / (name + ".pub"), dir / "control-allow" / (name + ".pub"), ec);
-    if (!ec && wan) fs::copy_file(dir / (name + ".pub"), dir / "wan-allow" / (name + ".pub"), ec);
     if (ec) return Internal("cannot write the allowlist entry of " + name + ": " + ec.message());
     return Status::Ok();
   };
-  LONGHAUL_RETURN_IF_ERROR(gen("orchestrator", false, false));
-  LONGHAUL_RETURN_IF_ERROR(gen("cli", true, false));
+  LONGHAUL_RETURN_IF_ERROR(gen("orchestrator", false));
+  LONGHAUL_RETURN_IF_ERROR(gen("cli", true));
   // Roles: the CLI key is an admin; each region's key is the agent of that region only.
   std::ofstream roles(dir / "control-allow" / "roles");
   roles << "cli admin\n";  // the local cluster's operator: may also remove regions
   for (const auto& r : regions) {
-    LONGHAUL_RETURN_IF_ERROR(gen(r.name, true, true));
+    LONGHAUL_RETURN_IF_ERROR(gen(r.name, true));
     roles << r.name << " agent " << r.name << "\n";
   }
   roles.close();
@@ -125,7 +123,7 @@ Status LocalCluster::Boot() {
         bin("longhaul-agent"), "--region", r.name, "--orchestrator", ep.control, "--orchestrator-public-key",
         (keys / "orchestrator.pub").string(), "--key", (keys / (r.name + ".key")).string(), "--workers",
         std::to_string(o.workers_per_region), "--data-host", "127.0.0.1", "--work-dir", (work_ / r.name).string(),
-        "--metrics", "127.0.0.1:0", "--allowlist", (keys / "wan-allow").string(), "--bin-dir", o.bin_dir,
+        "--metrics", "127.0.0.1:0", "--bin-dir", o.bin_dir,
         "--collective-timeout-s", std::to_string(o.collective_timeout.count())};
     for (const auto& c : o.allow_commands) argv.insert(argv.end(), {"--allow-command", c});
     for (const auto& d : o.allow_working_dirs) argv.insert(argv.end(), {"--allow-working-dir", d});

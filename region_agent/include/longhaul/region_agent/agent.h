@@ -14,6 +14,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <zmq.hpp>
@@ -79,6 +80,7 @@ class Agent {
   std::map<std::string, std::pair<std::string, int>> routes_;  // routing id -> (job, rank)
   std::unique_ptr<DropLog> drops_;
   uint64_t launches_ = 0;
+  std::optional<CgroupRoot> cgroups_;  // where launches' cgroups go (when limits are set)
   uint64_t request_id_ = 0;
 };
 

@@ -4,11 +4,14 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "longhaul/common/status.h"
 #include "longhaul/common/timeouts.h"
 #include "longhaul/region_agent/command_policy.h"
+#include "longhaul/region_agent/launch_cgroup.h"
+#include "longhaul/region_agent/run_as.h"
 
 namespace longhaul::region_agent {
 
@@ -16,8 +19,8 @@ struct AgentOptions {
   std::string region;                          // this region's name
   std::string orchestrator;                    // "tcp://host:port"
   std::filesystem::path orchestrator_public_key;  // orchestrator's .pub (CURVE server key)
-  std::filesystem::path key_file;              // this region's .key (agent + its workers)
-  std::filesystem::path allowlist;             // keys admitted on the WAN data plane
+  std::filesystem::path key_file;              // this region's .key: the agent's control-plane identity only
+                                               // (workers get a key pair made for their launch)
   bool insecure = false;                       // CURVE off everywhere (explicit opt-out)
   int workers = 1;                             // worker slots of this region
   std::string data_host = "127.0.0.1";         // host the workers' WAN endpoints bind on
@@ -42,6 +45,11 @@ struct AgentOptions {
   Duration unhealthy_hold{std::chrono::seconds(10)};
   // Which users' programs (worker.command) this region runs: none unless allowed.
   CommandPolicy commands;
+  // The OS user every worker runs as (--run-as); unset = the agent's own user.
+  std::optional<RunAs> run_as;
+  // Per launch (all workers of one job in this region): set = a cgroup per
+  // launch with these limits, which also ends every process the job started.
+  CgroupLimits worker_limits;
 
   // Names the first bad field and its value.
   Status Validate() const;

@@ -4,8 +4,13 @@
 // remembers how the child ended, DescribeExit() turns that into the words that
 // reach heartbeats and reports ("exited with status 2", "killed by signal 9
 // (SIGKILL)"). Children get PR_SET_PDEATHSIG=SIGKILL, so an agent that dies
-// (even by SIGKILL) never leaves orphaned workers holding ports. Destroying a
-// ChildProcess that still runs stops it (SIGTERM, then SIGKILL after a grace).
+// (even by SIGKILL) never leaves orphaned workers holding ports. Each child
+// leads a session and process group of its own: signals go to the whole group,
+// and once the child is gone what is left of its group is killed, so the
+// processes a worker started do not outlive it (one that leaves its group with
+// setsid escapes this; a cgroup per launch closes that, see LaunchCgroup).
+// Destroying a ChildProcess that still runs stops it (SIGTERM, then SIGKILL
+// after a grace).
 #pragma once
 
 #include <sys/types.h>
@@ -19,6 +24,7 @@
 
 #include "longhaul/common/status.h"
 #include "longhaul/common/timeouts.h"
+#include "longhaul/region_agent/run_as.h"
 
 namespace longhaul::region_agent {
 
@@ -29,6 +35,10 @@ struct SpawnOptions {
   std::filesystem::path working_dir;  // empty = the agent's
   std::filesystem::path log_file;     // stdout+stderr appended here; empty = inherit
   bool capture_stdout = false;        // stdout to a pipe read by ReadLine (stderr -> log_file)
+  std::optional<RunAs> run_as;        // switch to this user before exec (no_new_privs set)
+  // Open cgroup.procs files: the child moves itself into each before it
+  // switches user or execs, so nothing it starts is ever outside them.
+  std::vector<int> cgroup_procs_fds;
 };
 
 class ChildProcess {
@@ -52,8 +62,13 @@ class ChildProcess {
   // "exited with status 3" / "killed by signal 9 (SIGKILL)" / "running".
   std::string DescribeExit() const;
 
+  // To the child's whole process group.
   void Signal(int sig) const;
-  // SIGTERM, wait up to `grace` for it to exit, then SIGKILL and reap.
+  // SIGKILL to what is left of the child's process group (the child itself
+  // may be gone already).
+  void KillGroup() const;
+  // SIGTERM to the group, wait up to `grace` for the child to exit, then
+  // SIGKILL to the group, reap.
   void Stop(Duration grace = std::chrono::seconds(3));
   // Waits (polling) until the child exits or the deadline passes; true if exited.
   bool WaitExit(Deadline deadline);

@@ -14,6 +14,8 @@
 #include "longhaul/common/status.h"
 #include "longhaul/common/timeouts.h"
 #include "longhaul/region_agent/child_process.h"
+#include "longhaul/region_agent/launch_cgroup.h"
+#include "longhaul/region_agent/run_as.h"
 #include "longhaul/worker/job_config.h"
 #include "longhaul/v1/control.pb.h"
 
@@ -26,9 +28,10 @@ struct JobLaunchOptions {
   std::string agent_endpoint;           // tcp://127.0.0.1:port of the agent's worker socket
   std::string region;
   std::string data_host;
-  bool insecure = false;
-  std::filesystem::path key_file;
-  std::filesystem::path allowlist;
+  bool insecure = false;                // else each launch gets its own WAN key pair
+  std::optional<RunAs> run_as;          // workers' OS user; the job and launch folders become theirs
+  const CgroupRoot* cgroups = nullptr;  // set: each launch in a cgroup of its own, with these limits
+  CgroupLimits limits;
   double wan_rate_mbit = 0;
   double wan_delay_ms = 0;
   double wan_jitter_ms = 0;
@@ -129,6 +132,10 @@ class RegionJob {
   std::vector<std::string> routing_ids_;     // "" until the worker's hello
   std::vector<std::string> tokens_;          // per rank, new for every launch
   std::vector<std::string> wan_endpoints_;
+  std::string wan_public_key_;               // this launch's (empty when insecure)
+  std::filesystem::path wan_key_file_;       // its key pair, read by this launch's workers
+  std::filesystem::path launch_dir_;         // job_dir/launch-N: assignment, key, rendezvous
+  std::unique_ptr<LaunchCgroup> cgroup_;     // every process of this launch's workers (when configured)
   std::optional<v1::PeerEndpoint> endpoint_;
   uint64_t num_params_ = 0;
   double loss_floor_ = 0;

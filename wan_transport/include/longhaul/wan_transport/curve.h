@@ -15,9 +15,11 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -99,24 +101,49 @@ Result<std::unordered_map<std::string, KeyRole>> ParseRoles(const std::string& t
 // context is closed. CURVE clients whose key is on the allowlist are admitted;
 // anything else (other key, other mechanism such as NULL/PLAIN) is refused,
 // logged with the key and peer address, and counted. A refused client gets no
-// messages at all: ZeroMQ drops the connection during the handshake.
+// messages at all: ZeroMQ drops the connection during the handshake (and libzmq
+// 4.3 does not retry it).
+//
+// Keys may be admitted later (Admit): with `admit_wait` > 0 a CURVE client whose
+// key is not admitted yet is held in its handshake for up to that long (at most
+// kMaxPendingClients at once) and let in as soon as its key is admitted. The WAN
+// data plane needs this: a worker learns its peers' per-launch keys from the
+// round's START, and a peer that got its START a moment earlier is already
+// connecting.
 class ZapAuthenticator {
  public:
-  static Result<std::unique_ptr<ZapAuthenticator>> Start(zmq::context_t& ctx, Allowlist allowlist);
+  static constexpr size_t kMaxPendingClients = 256;
+
+  static Result<std::unique_ptr<ZapAuthenticator>> Start(zmq::context_t& ctx, Allowlist allowlist,
+                                                         std::chrono::milliseconds admit_wait = {});
   ~ZapAuthenticator();
   ZapAuthenticator(const ZapAuthenticator&) = delete;
   ZapAuthenticator& operator=(const ZapAuthenticator&) = delete;
+
+  // Adds client keys (Z85) to the allowlist; held clients with them get in.
+  void Admit(const std::vector<std::string>& public_keys);
 
   uint64_t rejected() const { return rejected_.load(); }
   uint64_t accepted() const { return accepted_.load(); }
 
  private:
-  ZapAuthenticator(zmq::context_t& ctx, Allowlist allowlist);
+  struct Pending {
+    std::string routing_id, request_id, key, address;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  ZapAuthenticator(zmq::context_t& ctx, Allowlist allowlist, std::chrono::milliseconds admit_wait);
   void Serve();
-  bool Handle(zmq::socket_t& sock);  // one request; false when nothing was read
+  bool Handle();  // one request; false when nothing was read
+  void SettlePending(bool expire_all);
+  bool Admitted(const std::string& key) const;
+  void Reply(const std::string& routing_id, const std::string& request_id, bool ok, const std::string& key);
+  void Refuse(const std::string& mechanism, const std::string& key, const std::string& address, const char* why);
 
-  zmq::socket_t socket_;
-  Allowlist allowlist_;
+  zmq::socket_t socket_;  // ROUTER: replies may be deferred (Pending)
+  mutable std::mutex mu_;
+  Allowlist allowlist_;   // guarded by mu_
+  const std::chrono::milliseconds admit_wait_;
+  std::vector<Pending> pending_;  // ZAP thread only
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> rejected_{0};
   std::atomic<uint64_t> accepted_{0};

@@ -41,6 +41,12 @@ struct WanOptions {
   std::string job_id;                 // frames of other jobs are dropped
   CurveKeyPair keys;                  // required when encryption is on
   Allowlist allowlist;                // client keys admitted by our listener
+  // Also admit the public keys of each joined group's peers (Join's GroupSpec
+  // comes from the authenticated control plane: the per-launch keys of the
+  // round's participants). The allowlist may then start empty; a peer that
+  // connects before our Join is held in its handshake for up to
+  // timeouts.collective (see ZapAuthenticator).
+  bool admit_group_peers = false;
   bool encryption = true;             // off only by this explicit flag
   int connections_per_peer = 0;       // 0 = from the measured bandwidth-delay product (default 4)
   size_t chunk_bytes = size_t{1} << 20;

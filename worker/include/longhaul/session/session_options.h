@@ -12,8 +12,8 @@
 //   LONGHAUL_STORE_DIR             intra-region rendezvous folder (fresh per launch)
 //   LONGHAUL_WAN_HOST              host the WAN listener binds on
 //   LONGHAUL_INSECURE              "1": no CURVE on the WAN
-//   LONGHAUL_KEY_FILE              this region's key pair (.key)
-//   LONGHAUL_ALLOWLIST             folder of <region>.pub admitted on the WAN
+//   LONGHAUL_KEY_FILE              this launch's WAN key pair (.key; made by the agent
+//                                  for this launch only, never the agent's own key)
 //   LONGHAUL_COLLECTIVE_TIMEOUT_MS deadline of one collective (timeouts.h)
 //   LONGHAUL_LINK_IO_TIMEOUT_MS    deadline of one WAN chunk send/receive
 //   LONGHAUL_VALIDATION_BATCHES    held-out batches for val_loss (built-in trainer)
@@ -40,8 +40,7 @@ struct SessionOptions {
   std::filesystem::path store_dir;
   std::string wan_host = "127.0.0.1";
   bool insecure = false;
-  std::string key_file;
-  std::string allowlist;
+  std::string key_file;  // this launch's WAN key pair; peers' keys come with each round
   Duration collective_timeout{std::chrono::seconds(60)};
   Duration link_io{std::chrono::seconds(10)};
   int validation_batches = 4;

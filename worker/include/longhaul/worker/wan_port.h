@@ -17,8 +17,9 @@
 namespace longhaul::worker {
 
 struct WanPeer {
-  std::string region;    // whose key the connection must present (CURVE server key)
-  std::string endpoint;  // tcp://host:port
+  std::string region;
+  std::string endpoint;    // tcp://host:port
+  std::string public_key;  // its launch's CURVE key (Z85): dialled as server key, admitted as client
 };
 
 // What the transport measured towards one peer listener (0 = unknown).
@@ -45,17 +46,17 @@ class WanPort {
   virtual std::map<std::string, LinkMeasurement> measurements() const = 0;
 };
 
-// CURVE on the data plane: the listener is a CURVE server with this region's
-// key pair and admits only keys on the allowlist (ZAP). A connection to region
-// R's listener needs R's public key: it is read from <allowlist dir>/<R>.pub
-// (deploy/gen-keys.sh names keys by region), so the allowlist must be a folder.
+// CURVE on the data plane: the listener is a CURVE server with this launch's
+// key pair (made by the agent for this launch only). It admits only the keys
+// of the peers of the groups it joined (ZAP); those keys, like the peers'
+// endpoints, come from the orchestrator with each round's START.
 struct WanPortOptions {
   std::string job_id;
   std::string host = "127.0.0.1";
   bool insecure = false;
-  std::string key_file;     // this region's key pair
-  std::string allowlist;    // folder of <region>.pub: peers admitted and their server keys
+  std::string key_file;     // this launch's key pair
   Duration link_io{std::chrono::seconds(10)};
+  Duration collective{std::chrono::seconds(60)};  // how long a peer may wait to be admitted
 };
 
 // Binds a ZeroMQ (CURVE unless insecure) WAN listener on host:0.

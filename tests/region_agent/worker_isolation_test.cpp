@@ -1,0 +1,271 @@
+// What keeps a job's program apart from its agent: the --run-as user (parsed,
+// switched to before exec, no supplementary groups, no_new_privs) and a process
+// group per child that dies with it.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <algorithm>
+#include <optional>
+#include <thread>
+
+#include "longhaul/region_agent/child_process.h"
+#include "longhaul/region_agent/launch_cgroup.h"
+#include "longhaul/region_agent/run_as.h"
+#include "support/temp_dir.h"
+
+using namespace longhaul;
+using namespace longhaul::region_agent;
+using longhaul::testing::TempDir;
+using namespace std::chrono_literals;
+
+namespace {
+
+// "R" (running), "S", "Z" (zombie: dead, not yet reaped), or "" (gone).
+std::string ProcessState(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const auto paren = text.rfind(')');
+  return paren == std::string::npos || paren + 2 >= text.size() ? "" : text.substr(paren + 2, 1);
+}
+
+bool Dead(pid_t pid) {
+  const auto s = ProcessState(pid);
+  return s.empty() || s == "Z";
+}
+
+bool WaitDead(pid_t pid, std::chrono::seconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (!Dead(pid)) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(10ms);  // polling /proc, bounded
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("region_agent: --run-as takes USER or USER:GROUP by name or number and refuses root", "[run_as]") {
+  auto nobody = ParseRunAs("nobody");
+  REQUIRE(nobody.ok());
+  CHECK(nobody->uid == 65534);
+  CHECK(nobody->gid == 65534);  // the user's primary group
+  auto numeric = ParseRunAs("65534:65534");
+  REQUIRE(numeric.ok());
+  CHECK(numeric->uid == 65534);
+  auto named_group = ParseRunAs("nobody:nogroup");
+  REQUIRE(named_group.ok());
+  CHECK(named_group->gid == 65534);
+  auto unknown_uid = ParseRunAs("4000000:4000000");  // no user entry: both given, accepted
+  REQUIRE(unknown_uid.ok());
+  CHECK(unknown_uid->uid == 4000000);
+
+  for (const auto& [spec, says] : std::vector<std::pair<std::string, std::string>>{
+           {"root", "names root"},
+           {"0:65534", "names root"},
+           {"nobody:root", "names root"},
+           {"no-such-user-xyz", "no user named 'no-such-user-xyz'"},
+           {"nobody:no-such-group-xyz", "no group named 'no-such-group-xyz'"},
+           {"4000000", "has no user entry"},
+           {"", "must be USER or USER:GROUP"},
+           {"nobody:", "must be USER or USER:GROUP"},
+           {":nogroup", "must be USER or USER:GROUP"}}) {
+    INFO(spec);
+    auto r = ParseRunAs(spec);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().message().find(says) != std::string::npos);
+  }
+}
+
+TEST_CASE("region_agent: a child's process group dies with it, so what it started does not outlive it", "[run_as]") {
+  SpawnOptions o;
+  o.program = "/bin/sh";
+  o.args = {"-c", "sleep 300 & echo $!; exec sleep 300"};
+  o.capture_stdout = true;
+  auto child = ChildProcess::Spawn(o);
+  REQUIRE(child.ok());
+  auto line = child->ReadLine(DeadlineAfter(10s));
+  REQUIRE(line.ok());
+  const pid_t grandchild = std::stoi(*line);
+  CHECK(::getpgid(grandchild) == child->pid());  // the child leads its own group
+  CHECK(::getsid(child->pid()) == child->pid());
+  REQUIRE_FALSE(Dead(grandchild));
+  child->Stop(2s);
+  CHECK(WaitDead(grandchild, 10s));
+}
+
+TEST_CASE("region_agent: a child that exits first still takes its group down when stopped", "[run_as]") {
+  SpawnOptions o;
+  o.program = "/bin/sh";
+  o.args = {"-c", "sleep 300 & echo $!; exit 3"};
+  o.capture_stdout = true;
+  auto child = ChildProcess::Spawn(o);
+  REQUIRE(child.ok());
+  auto line = child->ReadLine(DeadlineAfter(10s));
+  REQUIRE(line.ok());
+  const pid_t grandchild = std::stoi(*line);
+  REQUIRE(child->WaitExit(DeadlineAfter(10s)));
+  CHECK(child->DescribeExit() == "exited with status 3");
+  REQUIRE_FALSE(Dead(grandchild));  // orphaned, still in the group
+  child->Stop();
+  CHECK(WaitDead(grandchild, 10s));
+}
+
+TEST_CASE("region_agent: a child started with run_as has that user, no supplementary groups and no_new_privs",
+          "[run_as]") {
+  if (::geteuid() != 0) {
+    WARN("not root: switching users cannot be tested here");
+    return;
+  }
+  auto who = ParseRunAs("nobody:nogroup");
+  REQUIRE(who.ok());
+  SpawnOptions o;
+  o.program = "/bin/cat";
+  o.args = {"/proc/self/status"};
+  o.capture_stdout = true;
+  o.run_as = *who;
+  auto child = ChildProcess::Spawn(o);
+  REQUIRE(child.ok());
+  std::map<std::string, std::string> status;
+  for (;;) {
+    auto line = child->ReadLine(DeadlineAfter(10s));
+    if (!line.ok()) break;  // end of output
+    const auto colon = line->find(':');
+    if (colon != std::string::npos) status[line->substr(0, colon)] = line->substr(colon + 1);
+  }
+  REQUIRE(child->WaitExit(DeadlineAfter(10s)));
+  CHECK(status["Uid"] == "\t65534\t65534\t65534\t65534");
+  CHECK(status["Gid"] == "\t65534\t65534\t65534\t65534");
+  CHECK(status["Groups"].find_first_not_of(" \t") == std::string::npos);
+  CHECK(status["NoNewPrivs"] == "\t1");
+
+  // A program the agent may run but that user may not: the exec error names it.
+  const TempDir tmp("run-as-exec");
+  const auto script = tmp.path() / "private.sh";
+  std::ofstream(script) << "#!/bin/sh\nexit 0\n";
+  ::chmod(script.c_str(), 0700);
+  o.program = script;
+  o.args = {};
+  o.capture_stdout = false;
+  auto refused = ChildProcess::Spawn(o);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().message().find("exec " + script.string() + " failed: Permission denied") !=
+        std::string::npos);
+}
+
+TEST_CASE("region_agent: HandOver gives a folder to the workers' user without following a link", "[run_as]") {
+  if (::geteuid() != 0) {
+    WARN("not root: changing owners cannot be tested here");
+    return;
+  }
+  auto who = ParseRunAs("nobody:nogroup");
+  REQUIRE(who.ok());
+  const TempDir tmp("hand-over");
+  const auto job = tmp.path() / "job";
+  std::filesystem::create_directory(job);
+  REQUIRE(HandOver(job, *who, 0700).ok());
+  struct stat st {};
+  REQUIRE(::stat(job.c_str(), &st) == 0);
+  CHECK(st.st_uid == 65534);
+  CHECK(st.st_gid == 65534);
+  CHECK((st.st_mode & 07777) == 0700);
+  const auto target = tmp.path() / "agent-secret";
+  std::ofstream(target) << "secret";
+  ::chmod(target.c_str(), 0600);
+  std::filesystem::create_symlink(target, tmp.path() / "link");
+  CHECK_FALSE(HandOver(tmp.path() / "link", *who, 0600).ok());
+  REQUIRE(::stat(target.c_str(), &st) == 0);
+  CHECK(st.st_uid == 0);  // the link's target is untouched
+}
+
+namespace {
+
+// A cgroup root, or why none can be used here (not root, no hierarchy).
+std::optional<CgroupRoot> TestCgroupRoot() {
+  if (::geteuid() != 0) {
+    WARN("not root: cgroups cannot be tested here");
+    return std::nullopt;
+  }
+  auto root = CgroupRoot::Find();
+  REQUIRE(root.ok());  // as root on Linux with cgroups mounted this must work
+  return *root;
+}
+
+std::string Slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+TEST_CASE("region_agent: a launch cgroup holds its limits and ends a process that left its process group",
+          "[run_as][cgroup]") {
+  auto root = TestCgroupRoot();
+  if (!root) return;
+  const std::string name = "longhaul-test-" + std::to_string(::getpid()) + "-escape";
+  auto cg = LaunchCgroup::Create(*root, name, {64u << 20, 16});
+  REQUIRE(cg.ok());
+  const auto dirs = (*cg)->dirs();
+  std::string memory, pids;
+  for (const auto& d : dirs) {
+    for (const char* f : {"memory.max", "memory.limit_in_bytes"}) {
+      if (std::filesystem::exists(d / f)) memory = Slurp(d / f);
+    }
+    if (std::filesystem::exists(d / "pids.max")) pids = Slurp(d / "pids.max");
+  }
+  CHECK(memory == std::to_string(64u << 20) + "\n");
+  CHECK(pids == "16\n");
+
+  SpawnOptions o;
+  o.program = "/bin/sh";
+  o.args = {"-c", "setsid sleep 300 & echo $!; exec sleep 300"};
+  o.capture_stdout = true;
+  o.cgroup_procs_fds = (*cg)->procs_fds();
+  auto child = ChildProcess::Spawn(o);
+  REQUIRE(child.ok());
+  auto line = child->ReadLine(DeadlineAfter(10s));
+  REQUIRE(line.ok());
+  const pid_t escaped = std::stoi(*line);
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (::getsid(escaped) != escaped && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(10ms);  // polling until setsid ran, bounded
+  }
+  REQUIRE(::getsid(escaped) == escaped);  // out of the child's session and group
+  const auto inside = (*cg)->Pids();
+  CHECK(std::find(inside.begin(), inside.end(), child->pid()) != inside.end());
+  CHECK(std::find(inside.begin(), inside.end(), escaped) != inside.end());
+  child->Stop(2s);
+  CHECK_FALSE(Dead(escaped));  // the process group did not reach it...
+  (*cg)->KillAll();
+  CHECK(WaitDead(escaped, 10s));  // ...the cgroup does
+  cg->reset();
+  for (const auto& d : dirs) CHECK_FALSE(std::filesystem::exists(d));
+}
+
+TEST_CASE("region_agent: a launch cgroup caps the number of processes", "[run_as][cgroup]") {
+  auto root = TestCgroupRoot();
+  if (!root) return;
+  auto cg = LaunchCgroup::Create(*root, "longhaul-test-" + std::to_string(::getpid()) + "-pids", {0, 4});
+  REQUIRE(cg.ok());
+  const TempDir tmp("cgroup-pids");
+  SpawnOptions o;
+  o.program = "/bin/sh";
+  // The shell gives up at the first fork the cgroup refuses.
+  o.args = {"-c", "for i in 1 2 3 4 5 6 7 8; do sleep 300 & done; exec sleep 300"};
+  o.log_file = tmp.path() / "shell.log";
+  o.cgroup_procs_fds = (*cg)->procs_fds();
+  auto child = ChildProcess::Spawn(o);
+  REQUIRE(child.ok());
+  REQUIRE(child->WaitExit(DeadlineAfter(20s)));
+  CHECK(Slurp(tmp.path() / "shell.log").find("fork") != std::string::npos);  // "Cannot fork"
+  const auto left = (*cg)->Pids();  // the sleeps it did start
+  CHECK(!left.empty());
+  CHECK(left.size() <= 3);
+  (*cg)->KillAll();
+  CHECK((*cg)->Pids().empty());
+}
