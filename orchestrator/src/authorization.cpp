@@ -46,8 +46,12 @@ Status AuthorizeControl(const v1::ControlMessage& msg, const wan_transport::KeyR
   return Status::Ok();
 }
 
+bool ManagesJob(const PeerKey& owner, const PeerKey& caller) {
+  return caller.admin || owner.public_key.empty() || owner.public_key == caller.public_key;
+}
+
 Status AuthorizeJobControl(const std::string& job_id, const PeerKey& owner, const PeerKey& caller) {
-  if (caller.admin || owner.public_key.empty() || owner.public_key == caller.public_key) return Status::Ok();
+  if (ManagesJob(owner, caller)) return Status::Ok();
   return PermissionDenied(job_id + " belongs to key '" + owner.name + "'; only its owner or an admin key (here: '" +
                           caller.name + "') may cancel it");
 }

@@ -161,6 +161,8 @@ void Orchestrator::HandleJobRejected(const std::string& identity, const v1::Cont
   spdlog::warn("{}: {}", job.rec.id, why);
   m->ready = false;
   m->detail = "rejected: " + r.error().message();
+  // Saved with the job's next change (here: failing it, when it fails).
+  if (!r.error().worker_output().empty()) job.rec.worker_output = r.region() + " " + r.error().worker_output();
   if (job.rec.state == JobState::kScheduled || job.rec.last_committed_round == 0)
     return FinishJob(job, JobState::kFailed, why);
   Event(job, "rejected", why);  // a rejoin refused: the job goes on without this region

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "job_runtime.h"
+#include "longhaul/orchestrator/authorization.h"
 
 namespace longhaul::orchestrator {
 
@@ -10,6 +11,13 @@ Result<v1::JobStatus> Orchestrator::JobStatusOf(const std::string& job_id) const
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return NotFound("unknown job '" + job_id + "'");
   return BuildStatus(*it->second);
+}
+
+Result<v1::JobStatus> Orchestrator::JobStatusOf(const std::string& job_id, const PeerKey& caller) const {
+  LONGHAUL_ASSIGN_OR_RETURN(v1::JobStatus s, JobStatusOf(job_id));
+  const JobRecord& rec = jobs_.at(job_id)->rec;
+  if (ManagesJob({rec.owner_key, rec.owner_name}, caller)) s.set_worker_output(rec.worker_output);
+  return s;
 }
 
 v1::JobStatus Orchestrator::BuildStatus(const Job& job) const {

@@ -129,7 +129,7 @@ void Orchestrator::Handle(const std::string& identity, const v1::ControlMessage&
     case B::kSubmitJob: return HandleSubmit(identity, msg, key);
     case B::kCancelJob: return HandleCancel(identity, msg, key);
     case B::kJobStatusRequest: {
-      auto st = JobStatusOf(msg.job_status_request().job_id());
+      auto st = JobStatusOf(msg.job_status_request().job_id(), key);
       if (!st.ok()) return ReplyError(identity, msg, st.status());
       v1::ControlMessage reply;
       *reply.mutable_job_status() = std::move(st).value();
@@ -349,6 +349,7 @@ void Orchestrator::HandleCancel(const std::string& identity, const v1::ControlMe
                                   job.write_error + "); the orchestrator keeps trying"));
   v1::ControlMessage reply;
   *reply.mutable_job_status() = BuildStatus(job);
+  reply.mutable_job_status()->set_worker_output(job.rec.worker_output);  // the caller manages the job
   Reply(identity, msg, std::move(reply));
 }
 

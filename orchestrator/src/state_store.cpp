@@ -9,7 +9,7 @@
 namespace longhaul::orchestrator {
 namespace {
 
-constexpr int kSchemaVersion = 5;
+constexpr int kSchemaVersion = 6;
 
 // Migration i brings the schema from version i to i+1.
 const char* const kMigrations[] = {
@@ -48,6 +48,8 @@ CREATE INDEX events_by_job ON events (job_id, id);
     // 5: the key that submitted a job (only it or an admin key may cancel the job).
     "ALTER TABLE jobs ADD COLUMN owner_key TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE jobs ADD COLUMN owner_name TEXT NOT NULL DEFAULT '';",
+    // 6: the last output of the job's most recent failed worker (its owner's to see).
+    "ALTER TABLE jobs ADD COLUMN worker_output TEXT NOT NULL DEFAULT '';",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion);
 
@@ -194,7 +196,7 @@ Result<std::string> StateStore::CreateJob(const v1::JobSpec& spec, double now, c
 Status StateStore::SaveJobTx(const JobRecord& j) {
   Stmt up(db_,
           "UPDATE jobs SET state=?, reason=?, epoch=?, last_committed_round=?, wan_bytes=?, started_at=?, "
-          "finished_at=? WHERE id=?");
+          "finished_at=?, worker_output=? WHERE id=?");
   LONGHAUL_RETURN_IF_ERROR(up.Text(1, std::string(JobStateName(j.state)))
                                .Text(2, j.reason)
                                .Bind(3, static_cast<int64_t>(j.epoch))
@@ -202,7 +204,8 @@ Status StateStore::SaveJobTx(const JobRecord& j) {
                                .Bind(5, static_cast<int64_t>(j.wan_bytes))
                                .Bind(6, j.started_at)
                                .Bind(7, j.finished_at)
-                               .Text(8, j.id)
+                               .Text(8, j.worker_output)
+                               .Text(9, j.id)
                                .Run());
   if (sqlite3_changes(db_) != 1) return NotFound("unknown job '" + j.id + "'");
   Stmt del(db_, "DELETE FROM job_regions WHERE job_id=?");
@@ -273,7 +276,7 @@ Result<std::vector<JobRecord>> StateStore::LoadJobs() {
   std::vector<JobRecord> jobs;
   Stmt q(db_,
          "SELECT id, spec, state, reason, epoch, last_committed_round, wan_bytes, created_at, started_at, finished_at, "
-         "idempotency_key, owner_key, owner_name FROM jobs ORDER BY id");
+         "idempotency_key, owner_key, owner_name, worker_output FROM jobs ORDER BY id");
   Status err;
   while (q.Step(&err)) {
     JobRecord j;
@@ -292,6 +295,7 @@ Result<std::vector<JobRecord>> StateStore::LoadJobs() {
     j.idempotency_key = q.Blob(10);
     j.owner_key = q.Blob(11);
     j.owner_name = q.Blob(12);
+    j.worker_output = q.Blob(13);
     jobs.push_back(std::move(j));
   }
   LONGHAUL_RETURN_IF_ERROR(err);

@@ -175,7 +175,7 @@ void Agent::SendToWorkers(RegionJob& job, const v1::ControlMessage& msg) {
   }
 }
 
-void Agent::Reject(const std::string& job_id, const Status& status) {
+void Agent::Reject(const std::string& job_id, const Status& status, const std::string& worker_output) {
   spdlog::error("rejecting job {}: {}", job_id, status.ToString());
   agent_metrics_->OnJobRejected();
   v1::ControlMessage msg;
@@ -183,6 +183,7 @@ void Agent::Reject(const std::string& job_id, const Status& status) {
   r->set_job_id(job_id);
   r->set_region(options_.region);
   *r->mutable_error() = proto::ToWireError(status);
+  r->mutable_error()->set_worker_output(worker_output);
   SendToOrchestrator(std::move(msg));
 }
 
@@ -398,8 +399,11 @@ void Agent::OnHello(const std::string& routing_id, const v1::WorkerHello& hello)
   SendToOrchestrator(std::move(facts_msg));
 }
 
-void Agent::FailJob(RegionJob& job, const std::string& detail, bool crash) {
-  spdlog::error("{}", detail);
+void Agent::FailJob(RegionJob& job, const RegionJob::Failure& failure, bool crash) {
+  // The operator's log has the worker's output; the orchestrator gets it apart
+  // from the reason, for the job's owner only (heartbeats carry no output).
+  const std::string& detail = failure.what;
+  spdlog::error("{}{}{}", detail, failure.output.empty() ? "" : "; last output of ", failure.output);
   if (crash) {
     agent_metrics_->OnWorkerCrash();
     health_.MarkUnhealthy(detail, options_.unhealthy_hold);
@@ -412,8 +416,9 @@ void Agent::FailJob(RegionJob& job, const std::string& detail, bool crash) {
   // survivors' workers waiting on a dead peer for a whole collective timeout.
   err.set_code(v1::ERROR_CODE_FAILED_PRECONDITION);
   err.set_message(detail);
+  err.set_worker_output(failure.output);
   if (job.phase() == RegionJob::Phase::kLaunching) {
-    Reject(job.job_id(), Unavailable(detail + " (at start-up)"));
+    Reject(job.job_id(), Unavailable(detail + " (at start-up)"), failure.output);
   } else if (job.current_round()) {
     v1::ControlMessage msg;
     *msg.mutable_round_report() = FailedRoundReport(*job.current_round(), options_.region, err);
@@ -429,7 +434,7 @@ void Agent::Supervise() {
     if (auto crash = job.CheckProcesses()) {
       FailJob(job, *crash, true);
     } else if (job.launch_expired()) {
-      FailJob(job, "job " + job.job_id() + ": " + job.MissingHellos(), false);
+      FailJob(job, job.MissingHellos(), false);
     } else if (auto hung = job.RoundOverdue(options_.timeouts.round)) {
       FailJob(job, *hung, true);
     }

@@ -180,7 +180,7 @@ int RegionJob::workers_running() {
   return n;
 }
 
-std::string RegionJob::MissingHellos() const {
+RegionJob::Failure RegionJob::MissingHellos() const {
   std::string missing;
   int first = -1;
   for (size_t i = 0; i < routing_ids_.size(); ++i) {
@@ -188,10 +188,9 @@ std::string RegionJob::MissingHellos() const {
     missing += (missing.empty() ? "" : ", ") + std::to_string(i);
     if (first < 0) first = static_cast<int>(i);
   }
-  const std::string tail = first >= 0 ? WorkerLogTail(first) : "";
-  return "worker(s) " + missing + " did not report ready within " +
-         std::to_string(options_.start_timeout.count() / 1000) + " s (never connected to the agent)" +
-         (tail.empty() ? "" : "; last output of worker " + std::to_string(first) + ":\n" + tail);
+  return {"job " + config_.job_id + ": worker(s) " + missing + " did not report ready within " +
+              std::to_string(options_.start_timeout.count() / 1000) + " s (never connected to the agent)",
+          first >= 0 ? WorkerOutput(first) : ""};
 }
 
 bool RegionJob::Authenticates(const v1::WorkerHello& hello) const {
@@ -256,24 +255,29 @@ Result<v1::PeerEndpoint> RegionJob::MakeReady() {
   return ep;
 }
 
-std::optional<std::string> RegionJob::CheckProcesses() {
+std::optional<RegionJob::Failure> RegionJob::CheckProcesses() {
   if (phase_ == Phase::kStopping) return std::nullopt;
   for (size_t i = 0; i < workers_.size(); ++i) {
     if (!workers_[i].Poll()) continue;
     if (last_round_committed_ && workers_[i].exited_cleanly()) continue;  // done with the job
-    std::string tail = WorkerLogTail(static_cast<int>(i));
-    return "job " + config_.job_id + " worker " + std::to_string(i) + " (pid " + std::to_string(workers_[i].pid()) +
-           ") " + workers_[i].DescribeExit() + (tail.empty() ? "" : "; last output:\n" + tail);
+    return Failure{"job " + config_.job_id + " worker " + std::to_string(i) + " (pid " +
+                       std::to_string(workers_[i].pid()) + ") " + workers_[i].DescribeExit(),
+                   WorkerOutput(static_cast<int>(i))};
   }
   for (size_t i = 0; i < linkems_.size(); ++i) {
     if (linkems_[i].Poll()) {
-      return "job " + config_.job_id + " link emulator of worker " + std::to_string(i) + " " + linkems_[i].DescribeExit();
+      return Failure{"job " + config_.job_id + " link emulator of worker " + std::to_string(i) + " " +
+                         linkems_[i].DescribeExit(),
+                     ""};
     }
   }
   return std::nullopt;
 }
 
-std::string RegionJob::WorkerLogTail(int rank) const { return ChildProcess::LogTail(log_file(rank)); }
+std::string RegionJob::WorkerOutput(int rank) const {
+  const std::string tail = ChildProcess::LogTail(log_file(rank));
+  return tail.empty() ? "" : "worker " + std::to_string(rank) + ":\n" + tail;
+}
 
 void RegionJob::BeginStop(Duration grace, StopMode mode, Duration kill_grace) {
   if (phase_ == Phase::kStopping) {
@@ -333,7 +337,7 @@ void RegionJob::BeginRound(const v1::RoundCommand& start) {
   }
 }
 
-std::optional<std::string> RegionJob::RoundOverdue(Duration limit) const {
+std::optional<RegionJob::Failure> RegionJob::RoundOverdue(Duration limit) const {
   if (phase_ != Phase::kReady) return std::nullopt;
   const auto now = std::chrono::steady_clock::now();
   std::string hung;
@@ -344,10 +348,9 @@ std::optional<std::string> RegionJob::RoundOverdue(Duration limit) const {
     if (first < 0) first = static_cast<int>(i);
   }
   if (first < 0) return std::nullopt;
-  const std::string tail = WorkerLogTail(first);
-  return "job " + config_.job_id + ": worker(s) " + hung + " sent no round report within " +
-         std::to_string(limit.count() / 1000) + " s (hung?)" +
-         (tail.empty() ? "" : "; last output of worker " + std::to_string(first) + ":\n" + tail);
+  return Failure{"job " + config_.job_id + ": worker(s) " + hung + " sent no round report within " +
+                     std::to_string(limit.count() / 1000) + " s (hung?)",
+                 WorkerOutput(first)};
 }
 
 void RegionJob::OnVerdict(const v1::RoundVerdict& verdict) {

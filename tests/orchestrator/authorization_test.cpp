@@ -69,6 +69,10 @@ TEST_CASE("authorization: removing a region needs an admin key, a job is cancell
   CHECK(by_bob.code() == StatusCode::kPermissionDenied);
   CHECK_THAT(by_bob.message(), Catch::Contains("job-000001 belongs to key 'alice'") && Catch::Contains("'bob'"));
   CHECK(orchestrator::AuthorizeJobControl("job-000001", {}, bob).ok());  // a job from before owners were kept
+  // Who sees the job's workers' output: the same keys.
+  CHECK(orchestrator::ManagesJob(alice, alice));
+  CHECK(orchestrator::ManagesJob(alice, ops));
+  CHECK_FALSE(orchestrator::ManagesJob(alice, bob));
 }
 
 TEST_CASE("roles file: one role per key, errors name the line", "[roles]") {

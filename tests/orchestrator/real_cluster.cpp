@@ -14,9 +14,10 @@ RealCluster::RealCluster(const std::string& tag, RealClusterOptions o)
     : tmp(tag), dir(tmp.path()), options(std::move(o)) {
   std::vector<std::string> names = kClusterRegions;
   names.push_back("orchestrator");
-  names.push_back("cli");
+  // "cli" is an admin; user-a and user-b are two users.
+  for (const std::string extra : {"cli", "user-a", "user-b"}) names.push_back(extra);
   std::vector<std::string> allowed = kClusterRegions;
-  allowed.push_back("cli");
+  for (const std::string extra : {"cli", "user-a", "user-b"}) allowed.push_back(extra);
   MakeKeys(dir / "keys", names, allowed);
 }
 
@@ -54,10 +55,10 @@ void RealCluster::StartAgent(const std::string& region) {
   REQUIRE(agents[region].Start(argv, {.log_path = (dir / (region + ".log")).string()}).ok());
 }
 
-std::unique_ptr<orchestrator::ControlClient> RealCluster::Client() const {
+std::unique_ptr<orchestrator::ControlClient> RealCluster::Client(const std::string& key) const {
   orchestrator::ControlClientOptions co;
   co.endpoint = ep.control;
-  co.own_keys = wan_transport::LoadKeyPair(dir / "keys/cli.key").value();
+  co.own_keys = wan_transport::LoadKeyPair(dir / "keys" / (key + ".key")).value();
   co.server_public_key = ep.public_key;
   return std::move(orchestrator::ControlClient::Connect(co).value());
 }
@@ -91,10 +92,10 @@ v1::JobSpec RealCluster::Spec(uint32_t rounds, uint32_t inner_steps) const {
   return s;
 }
 
-std::string RealCluster::Submit(const v1::JobSpec& spec) const {
+std::string RealCluster::Submit(const v1::JobSpec& spec, const std::string& key) const {
   v1::ControlMessage req;
   *req.mutable_submit_job()->mutable_spec() = spec;
-  auto reply = Client()->Call(req);
+  auto reply = Client(key)->Call(req);
   REQUIRE(reply.ok());
   return reply->submit_job_reply().job_id();
 }

@@ -48,15 +48,17 @@ struct RealCluster {
 
   void StartOrchestrator(const std::string& bind = "tcp://127.0.0.1:0");
   void StartAgent(const std::string& region);
-  std::unique_ptr<orchestrator::ControlClient> Client() const;
+  // A control client with keys/<key>.key: "cli" (an admin), "user-a" or "user-b".
+  std::unique_ptr<orchestrator::ControlClient> Client(const std::string& key = "cli") const;
   // A 3-region DiLoCo+int8 job on the tiny preset (min_regions 2).
   v1::JobSpec Spec(uint32_t rounds, uint32_t inner_steps) const;
-  std::string Submit(const v1::JobSpec& spec) const;
+  std::string Submit(const v1::JobSpec& spec, const std::string& key = "cli") const;
   std::string Submit(uint32_t rounds, uint32_t inner_steps) const { return Submit(Spec(rounds, inner_steps)); }
   // Polls the job's status until pred holds or `limit` passes; returns the last status.
   template <typename Pred>
-  v1::JobStatus WaitFor(const std::string& job, Pred pred, std::chrono::seconds limit) const {
-    auto client = Client();
+  v1::JobStatus WaitFor(const std::string& job, Pred pred, std::chrono::seconds limit,
+                        const std::string& key = "cli") const {
+    auto client = Client(key);
     const auto deadline = std::chrono::steady_clock::now() + limit;
     v1::JobStatus s;
     while (std::chrono::steady_clock::now() < deadline) {

@@ -40,6 +40,7 @@ TEST_CASE("the store uses WAL and survives close and reopen", "[state_store]") {
     job.epoch = 3;
     job.regions = {{"eu-west", 0, true, true, {}}, {"us-east", 1, true, false, {}}};
     job.regions[0].endpoint.add_shard_endpoints("tcp://127.0.0.1:5000");
+    job.worker_output = "eu-west worker 0:\nTraceback: boom";
     REQUIRE((*store)->SaveJob(job).ok());
     CommittedRound r;
     r.job_id = id;
@@ -54,10 +55,11 @@ TEST_CASE("the store uses WAL and survives close and reopen", "[state_store]") {
   }
   auto store = StateStore::Open(file);
   REQUIRE(store.ok());
-  CHECK((*store)->schema_version() == 5);
+  CHECK((*store)->schema_version() == 6);
   auto job = (*store)->LoadJob(id).value();
   REQUIRE(job.has_value());
   CHECK(job->state == JobState::kRunning);
+  CHECK(job->worker_output == "eu-west worker 0:\nTraceback: boom");
   CHECK(job->epoch == 3);
   CHECK(job->last_committed_round == 1);
   REQUIRE(job->regions.size() == 2);
@@ -93,13 +95,15 @@ TEST_CASE("a version-1 state file is migrated and keeps its rounds", "[state_sto
     CHECK(sqlite3_exec(db, "ALTER TABLE rounds DROP COLUMN compute_seconds; ALTER TABLE regions DROP COLUMN agent_key; "
                        "ALTER TABLE regions DROP COLUMN agent_key_name; DROP INDEX jobs_by_idempotency_key; "
                        "ALTER TABLE jobs DROP COLUMN idempotency_key; ALTER TABLE jobs DROP COLUMN owner_key; "
-                       "ALTER TABLE jobs DROP COLUMN owner_name; UPDATE meta SET value=1",
+                       "ALTER TABLE jobs DROP COLUMN owner_name; ALTER TABLE jobs DROP COLUMN worker_output; "
+                       "UPDATE meta SET value=1",
                        nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
   }
   auto store = StateStore::Open(file);
   REQUIRE(store.ok());
-  CHECK((*store)->schema_version() == 5);
+  CHECK((*store)->schema_version() == 6);
+  CHECK((*store)->LoadJob(id).value()->worker_output.empty());
   auto rounds = (*store)->LoadRounds(id).value();
   REQUIRE(rounds.size() == 1);
   CHECK(rounds[0].param_hash == "00ff");

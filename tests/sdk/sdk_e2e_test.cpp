@@ -384,28 +384,45 @@ TEST_CASE("sdk: a killed PyTorch worker is relaunched and its region rejoins", "
   CHECK(c.Cancel(job).state() == "cancelled");
 }
 
-TEST_CASE("sdk: a script that raises is reported with its traceback", "[sdk]") {
+TEST_CASE("sdk: a script that raises is reported with its traceback, to the job's owner only", "[sdk]") {
   RealCluster c("sdk-raise");
   c.StartOrchestrator();
   for (int i = 0; i < 2; ++i) c.StartAgent(kClusterRegions[i]);
   v1::JobSpec s = CommandSpec(c, {kPython, kSource + "/tests/sdk/workers/raise_worker.py"}, 3, 5);
   s.set_min_regions(2);
-  const std::string job = c.Submit(s);
-  // The region's report carries the exit status and the traceback's tail.
+  const std::string job = c.Submit(s, "user-a");
+  // The region's report carries the exit status (for everyone) and the
+  // traceback's tail (for the owner and admins).
+  auto any = [](const v1::JobStatus&) { return true; };
   bool seen = false;
   const auto deadline = std::chrono::steady_clock::now() + 120s;
   std::string text;
+  v1::JobStatus owner;
   while (!seen && std::chrono::steady_clock::now() < deadline) {
     text.clear();
     for (const auto& e : c.Events(job)) text.append(e.kind).append(": ").append(e.message).append("\n");
-    auto st = c.WaitFor(job, [](const v1::JobStatus&) { return true; }, 1s);
-    text += st.reason();
-    seen = text.find("tokenizer exploded") != std::string::npos && text.find("exited with status 1") != std::string::npos;
+    owner = c.WaitFor(job, any, 1s, "user-a");
+    text += owner.reason();
+    seen = text.find("exited with status 1") != std::string::npos &&
+           owner.worker_output().find("tokenizer exploded") != std::string::npos;
     if (!seen) std::this_thread::sleep_for(200ms);
   }
-  INFO(text);
-  CHECK(seen);
-  CHECK_THAT(text, Catch::Contains("Traceback") || Catch::Contains("RuntimeError"));
+  INFO(text << "\n-- owner's worker output --\n" << owner.worker_output());
+  REQUIRE(seen);
+  CHECK_THAT(owner.worker_output(), Catch::Contains("Traceback") || Catch::Contains("RuntimeError"));
+  CHECK_THAT(owner.worker_output(), Catch::Contains(" worker 0:\n"));  // "<region> worker 0:"
+  // Reasons and events, which every user sees, hold no output.
+  CHECK(text.find("tokenizer exploded") == std::string::npos);
+  const v1::JobStatus other = c.WaitFor(job, any, 1s, "user-b");
+  CHECK(other.job_id() == job);
+  CHECK(other.worker_output().empty());
+  CHECK(other.reason().find("tokenizer exploded") == std::string::npos);
+  CHECK_THAT(c.WaitFor(job, any, 1s, "cli").worker_output(), Catch::Contains("tokenizer exploded"));  // an admin
+  v1::ControlMessage regions;
+  regions.mutable_list_regions();
+  auto listed = c.Client("user-b")->Call(regions);
+  REQUIRE(listed.ok());
+  CHECK(listed->DebugString().find("tokenizer exploded") == std::string::npos);
 }
 
 namespace {
@@ -417,7 +434,8 @@ std::string WaitForText(const RealCluster& c, const std::string& job, const std:
   while (std::chrono::steady_clock::now() < deadline) {
     text.clear();
     for (const auto& e : c.Events(job)) text.append(e.kind).append(": ").append(e.message).append("\n");
-    text += c.WaitFor(job, [](const v1::JobStatus&) { return true; }, 1s).reason();
+    const v1::JobStatus st = c.WaitFor(job, [](const v1::JobStatus&) { return true; }, 1s);
+    text += st.reason() + "\n" + st.worker_output();  // the cluster's admin key sees the output
     if (text.find(needle) != std::string::npos) break;
     std::this_thread::sleep_for(200ms);
   }

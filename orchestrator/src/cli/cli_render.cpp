@@ -106,6 +106,10 @@ std::string RenderJobStatus(const v1::JobStatus& s, bool color) {
     if (!r.waiting_on().empty()) o << "  (" << r.waiting_on() << ")";
     o << "\n";
   }
+  if (!s.worker_output().empty()) {
+    // Only the job's owner and admins receive it.
+    o << "  last output of a failed worker, in " << s.worker_output() << "\n";
+  }
   return o.str();
 }
 

@@ -18,6 +18,9 @@ namespace longhaul::orchestrator {
 Status AuthorizeControl(const v1::ControlMessage& msg, const wan_transport::KeyRole* role);
 
 struct PeerKey;
+// The job's owner or an admin (a job from before owners were recorded: anyone):
+// who may cancel it and see its workers' output.
+bool ManagesJob(const PeerKey& owner, const PeerKey& caller);
 // Cancelling job `job_id` owned by `owner` (the submitter's key; empty: a job
 // from before owners were recorded, anyone's): the owner or an admin.
 Status AuthorizeJobControl(const std::string& job_id, const PeerKey& owner, const PeerKey& caller);

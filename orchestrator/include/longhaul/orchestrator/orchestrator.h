@@ -62,7 +62,10 @@ class Orchestrator {
   void Tick();
 
   // For tests and status: a job's status as the CLI sees it.
+  // What every user sees of a job.
   Result<v1::JobStatus> JobStatusOf(const std::string& job_id) const;
+  // And the job's workers' output when `caller` manages the job (ManagesJob).
+  Result<v1::JobStatus> JobStatusOf(const std::string& job_id, const PeerKey& caller) const;
   const RegionRegistry& registry() const { return registry_; }
 
   struct Job;  // per-job runtime state (src/job_runtime.h)

@@ -47,6 +47,9 @@ struct JobRecord {
   // The key that submitted the job ("" = a job from before owners were kept, or
   // a server without keys): only it or an admin key may cancel the job.
   std::string owner_key, owner_name;
+  // The last output of the job's most recent failed worker, "<region> worker
+  // N:\n<lines>": shown to the owner and admins only (JobStatus.worker_output).
+  std::string worker_output;
 };
 
 struct CommittedRound {

@@ -56,11 +56,11 @@ class Agent {
   void OnHello(const std::string& routing_id, const v1::WorkerHello& hello);
   // Supervision tick: crashes, start-up deadlines, finished stops.
   void Supervise();
-  void FailJob(RegionJob& job, const std::string& detail, bool crash);
+  void FailJob(RegionJob& job, const RegionJob::Failure& failure, bool crash);
 
   void SendToOrchestrator(v1::ControlMessage msg);
   void SendToWorkers(RegionJob& job, const v1::ControlMessage& msg);
-  void Reject(const std::string& job_id, const Status& status);
+  void Reject(const std::string& job_id, const Status& status, const std::string& worker_output = "");
   void PublishState();
 
   AgentOptions options_;

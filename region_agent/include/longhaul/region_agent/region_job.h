@@ -61,8 +61,14 @@ class RegionJob {
   int workers() const { return static_cast<int>(workers_.size()); }
   int workers_running();
   bool launch_expired() const { return phase_ == Phase::kLaunching && std::chrono::steady_clock::now() > start_deadline_; }
-  // "workers 1, 3 did not report in time".
-  std::string MissingHellos() const;
+  // Why a job failed in this region, and the failed worker's last output kept
+  // apart: the output goes to the job's owner only (v1::Error.worker_output).
+  struct Failure {
+    std::string what;    // "job j worker 1 (pid 42) killed by signal 9 (SIGKILL)"
+    std::string output;  // "worker 1:\n<its last lines>", or empty
+  };
+  // "job j: worker(s) 1, 3 did not report ready within 60 s".
+  Failure MissingHellos() const;
 
   // Whether the hello carries the token this launch gave its rank (a hello
   // without it comes from some other local process: dropped, not an error).
@@ -76,10 +82,10 @@ class RegionJob {
   uint64_t num_params() const { return num_params_; }
   double loss_floor() const { return loss_floor_; }
 
-  // First worker (or link emulator) that ended while not stopping: "worker 1 (pid 42) killed by signal 9 (SIGKILL)".
-  std::optional<std::string> CheckProcesses();
-  // The last lines of a worker's log (its stdout and stderr), for error messages.
-  std::string WorkerLogTail(int rank) const;
+  // First worker (or link emulator) that ended while not stopping.
+  std::optional<Failure> CheckProcesses();
+  // "worker 1:\n" and the last lines of its log (stdout and stderr); empty when it wrote none.
+  std::string WorkerOutput(int rank) const;
 
   // How a STOP ends the workers. kTerminate (cancel, failure, shutdown): SIGTERM
   // now, SIGKILL to what is left after `grace`. kLetFinish (the job completed):
@@ -96,8 +102,8 @@ class RegionJob {
   void BeginRound(const v1::RoundCommand& start);
   // A worker that owes a round report (a START was relayed to it) and has sent
   // none for longer than `limit`, across aborted retries too: a hung worker
-  // ("worker(s) 1 sent no report within 600 s (hung?); last output: ...").
-  std::optional<std::string> RoundOverdue(Duration limit) const;
+  // ("worker(s) 1 sent no report within 600 s (hung?)").
+  std::optional<Failure> RoundOverdue(Duration limit) const;
   // A committed verdict of the job's last round: workers may now exit by
   // themselves (status 0) without that being a crash.
   void OnVerdict(const v1::RoundVerdict& verdict);
