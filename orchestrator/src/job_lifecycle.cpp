@@ -8,6 +8,7 @@
 #include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/proto/frame.h"
 #include "longhaul/wan_transport/curve.h"
+#include "longhaul/common/printable_text.h"
 
 namespace longhaul::orchestrator {
 
@@ -162,7 +163,9 @@ void Orchestrator::HandleJobRejected(const std::string& identity, const v1::Cont
   m->ready = false;
   m->detail = "rejected: " + r.error().message();
   // Saved with the job's next change (here: failing it, when it fails).
-  if (!r.error().worker_output().empty()) job.rec.worker_output = r.region() + " " + r.error().worker_output();
+  if (!r.error().worker_output().empty()) {
+    job.rec.worker_output = r.region() + " " + PrintableTail(r.error().worker_output(), kMaxWorkerOutputBytes);
+  }
   if (job.rec.state == JobState::kScheduled || job.rec.last_committed_round == 0)
     return FinishJob(job, JobState::kFailed, why);
   Event(job, "rejected", why);  // a rejoin refused: the job goes on without this region

@@ -8,6 +8,7 @@
 #include "job_runtime.h"
 #include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/proto/wire_enums.h"
+#include "longhaul/common/printable_text.h"
 
 namespace longhaul::orchestrator {
 namespace {
@@ -138,7 +139,9 @@ void Orchestrator::HandleRoundReport(const std::string& identity, const v1::Cont
     return Reject(accepted.code() == StatusCode::kAborted ? "stale_epoch" : "bad_report", accepted.message());
   job.attempt->reports[r.region()] = r;
   // Saved with the job's next change (the abort this failed report causes).
-  if (!r.ok() && !r.error().worker_output().empty()) job.rec.worker_output = r.region() + " " + r.error().worker_output();
+  if (!r.ok() && !r.error().worker_output().empty()) {
+    job.rec.worker_output = r.region() + " " + PrintableTail(r.error().worker_output(), kMaxWorkerOutputBytes);
+  }
   if (JobMember* m = job.Member(r.region())) m->last_report = r;
   if (metrics_) {
     const double tps = r.wall_seconds() > 0 ? static_cast<double>(r.tokens()) / r.wall_seconds() : 0;

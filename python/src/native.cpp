@@ -70,12 +70,12 @@ class PySession {
     }
     if (!eval_fn.is_none()) {
       eval_fn_ = std::make_shared<py::object>(eval_fn);
-      opts.validation = [fn = eval_fn_](std::span<const float>) -> longhaul::Result<double> {
+      opts.validation = [fn = eval_fn_, session = session_.get()](std::span<const float>) -> longhaul::Result<double> {
         py::gil_scoped_acquire acquire;
         try {
           return (*fn)().cast<double>();
         } catch (py::error_already_set& e) {
-          return longhaul::Aborted(std::string("eval_fn raised: ") + e.what());
+          return session->UserCodeFailed("eval_fn raised an exception", e.what());
         } catch (const py::cast_error& e) {
           return longhaul::InvalidArgument(std::string("eval_fn must return a number: ") + e.what());
         }
@@ -112,7 +112,7 @@ class PySession {
     longhaul::Result<ls::StepEvent> e = longhaul::Internal("unset");
     {
       py::gil_scoped_release release;
-      e = session_->FailRound(longhaul::Aborted(why));
+      e = session_->FailRound(session_->UserCodeFailed("the script failed the round (fail_round)", why));
     }
     return ls::StepEventName(Unwrap(std::move(e)));
   }

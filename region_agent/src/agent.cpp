@@ -245,6 +245,7 @@ void Agent::OnAssignment(const v1::JobAssignment& a) {
   launch.worker_binary = worker_binary_;
   launch.linkem_binary = linkem_binary_;
   launch.job_dir = options_.work_dir / a.job_id();
+  launch.launch_root = options_.work_dir / ".launches" / a.job_id();
   launch.agent_endpoint = worker_endpoint_;
   launch.region = options_.region;
   launch.data_host = options_.data_host;

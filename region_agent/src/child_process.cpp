@@ -5,6 +5,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <grp.h>
+
+#include "longhaul/common/printable_text.h"
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,6 +26,9 @@ namespace longhaul::region_agent {
 namespace {
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// A file the agent made and nobody linked elsewhere: regular, ours, one name.
+bool IsOwnPlainFile(const struct stat& st) { return S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_nlink == 1; }
 
 // A bare program name is looked up on PATH (as execvp would), before fork.
 Result<std::filesystem::path> ResolveProgram(const std::filesystem::path& program,
@@ -81,13 +86,15 @@ Result<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
   int log_fd = -1;
   if (!options.log_file.empty()) {
     // The log's folder may belong to the workers' user: no link is followed and
-    // only a regular file is written (a FIFO would block, a link could point anywhere).
+    // only a regular file of ours with one name is written (a FIFO would block,
+    // a symbolic or hard link could point anywhere).
     log_fd = ::open(options.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
     if (log_fd < 0) return Unavailable(Errno("cannot open log file " + options.log_file.string()));
     struct stat st {};
-    if (::fstat(log_fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (::fstat(log_fd, &st) != 0 || !IsOwnPlainFile(st)) {
       ::close(log_fd);
-      return Unavailable("log file " + options.log_file.string() + " is not a regular file");
+      return Unavailable("log file " + options.log_file.string() +
+                         " is not a regular file of the agent's with a single name: not written");
     }
     ::fcntl(log_fd, F_SETFL, O_WRONLY | O_APPEND);  // blocking writes from here on
   }
@@ -104,6 +111,13 @@ Result<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
     if (pipe_fds[0] >= 0) { ::close(pipe_fds[0]); ::close(pipe_fds[1]); }
     return Unavailable(Errno("pipe"));
   }
+  // The child starts clean: stdin from /dev/null (never the agent's terminal),
+  // default signal handling and no blocked signals (the agent ignores SIGPIPE).
+  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  sigset_t no_signals;
+  sigemptyset(&no_signals);
   const bool switch_user = options.run_as.has_value();
   const uid_t uid = switch_user ? options.run_as->uid : 0;
   const gid_t gid = switch_user ? options.run_as->gid : 0;
@@ -114,6 +128,7 @@ Result<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
     if (pipe_fds[0] >= 0) { ::close(pipe_fds[0]); ::close(pipe_fds[1]); }
     ::close(err_fds[0]);
     ::close(err_fds[1]);
+    if (null_fd >= 0) ::close(null_fd);
     return Unavailable(Errno("fork"));
   }
   if (pid == 0) {
@@ -124,6 +139,9 @@ Result<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
       ::_exit(126);
     };
     if (::setsid() < 0) fail(1);
+    if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
+    ::sigaction(SIGPIPE, &default_action, nullptr);
+    ::sigprocmask(SIG_SETMASK, &no_signals, nullptr);
     for (int fd : options.cgroup_procs_fds) {
       if (::write(fd, "0", 1) != 1) fail(2);
     }
@@ -142,6 +160,7 @@ Result<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
     fail(6);
   }
   if (log_fd >= 0) ::close(log_fd);
+  if (null_fd >= 0) ::close(null_fd);
   ::close(err_fds[1]);
   int report[2] = {0, 0};
   ssize_t got = 0;
@@ -198,17 +217,19 @@ void ChildProcess::Reset() {
 bool ChildProcess::Poll() {
   if (exit_status_) return true;
   if (pid_ <= 0) return false;
+  siginfo_t info{};
+  if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+    if (errno != ECHILD) return false;
+    exit_status_ = 0;  // reaped elsewhere; treat as gone
+    return true;
+  }
+  if (info.si_pid != pid_) return false;  // still running
+  // The child has ended but is not reaped: its pid, and so its group's id,
+  // cannot be taken by a new process yet. Whatever it started dies now.
+  KillGroup();
   int status = 0;
-  const pid_t r = ::waitpid(pid_, &status, WNOHANG);
-  if (r == pid_) {
-    exit_status_ = status;
-    return true;
-  }
-  if (r < 0 && errno == ECHILD) {  // reaped elsewhere; treat as gone
-    exit_status_ = 0;
-    return true;
-  }
-  return false;
+  exit_status_ = ::waitpid(pid_, &status, 0) == pid_ ? status : 0;
+  return true;
 }
 
 bool ChildProcess::exited_cleanly() const {
@@ -232,9 +253,8 @@ void ChildProcess::Signal(int sig) const {
 }
 
 void ChildProcess::KillGroup() const {
-  // The group's id stays taken (no new process gets it) while any member
-  // lives, so this reaches only what the child started.
-  if (pid_ > 0) ::kill(-pid_, SIGKILL);
+  // Only while the child is not reaped (its pid keeps the group's id taken).
+  if (pid_ > 0 && !exit_status_) ::kill(-pid_, SIGKILL);
 }
 
 bool ChildProcess::WaitExit(Deadline deadline) {
@@ -246,18 +266,11 @@ bool ChildProcess::WaitExit(Deadline deadline) {
 }
 
 void ChildProcess::Stop(Duration grace) {
-  if (pid_ <= 0) return;
-  if (Poll()) {
-    KillGroup();
-    return;
-  }
+  if (pid_ <= 0 || Poll()) return;  // Poll kills the group of a child that ended
   Signal(SIGTERM);
-  if (!WaitExit(DeadlineAfter(grace))) {
-    KillGroup();
-    int status = 0;
-    if (::waitpid(pid_, &status, 0) == pid_) exit_status_ = status;
-  }
+  if (WaitExit(DeadlineAfter(grace))) return;
   KillGroup();
+  WaitExit(DeadlineAfter(std::chrono::seconds(10)));  // SIGKILL: at once, short of a stuck kernel call
 }
 
 Result<std::string> ChildProcess::ReadLine(Deadline deadline) {
@@ -305,9 +318,9 @@ std::string ChildProcess::LogTail(const std::filesystem::path& log_file, int lin
   const int fd = ::open(log_file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return errno == ELOOP ? note(" is a symbolic link: not read)") : std::string();
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::fstat(fd, &st) != 0 || !IsOwnPlainFile(st)) {
     ::close(fd);
-    return note(" is not a regular file: not read)");
+    return note(" is not a regular file of the agent's with a single name: not read)");
   }
   constexpr off_t kWindow = 64 * 1024;
   const off_t from = st.st_size > kWindow ? st.st_size - kWindow : 0;
@@ -320,10 +333,7 @@ std::string ChildProcess::LogTail(const std::filesystem::path& log_file, int lin
   }
   ::close(fd);
   text.resize(got);
-  for (char& c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f) c = '?';
-  }
+  text = PrintableTail(text, text.size());
   std::deque<std::string> last;
   std::istringstream in(text);
   std::string line;

@@ -136,21 +136,22 @@ std::vector<pid_t> LaunchCgroup::Pids() const {
   return pids;
 }
 
-void LaunchCgroup::KillAll() {
-  if (unified_ && !dirs_.empty() && fs::exists(dirs_.front() / "cgroup.kill")) {
+bool LaunchCgroup::KillAll() {
+  const auto pids = Pids();
+  if (pids.empty()) return true;
+  if (unified_ && fs::exists(dirs_.front() / "cgroup.kill")) {
     (void)WriteFile(dirs_.front() / "cgroup.kill", "1");
+  } else {
+    for (pid_t p : pids) ::kill(p, SIGKILL);  // one that forks meanwhile is caught by the next call
   }
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  for (;;) {
-    const auto pids = Pids();
-    if (pids.empty() || std::chrono::steady_clock::now() > until) return;
-    for (pid_t p : pids) ::kill(p, SIGKILL);  // a process that forks meanwhile is caught next pass
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  return false;
 }
 
 LaunchCgroup::~LaunchCgroup() {
-  KillAll();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (!KillAll() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   for (int fd : procs_fds_) ::close(fd);
   for (const auto& dir : dirs_) {
     // A killed process leaves its cgroup as it exits; rmdir succeeds once all have.

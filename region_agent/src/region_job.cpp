@@ -129,16 +129,20 @@ SpawnOptions RegionJob::WorkerSpawn(int rank, const std::filesystem::path& store
 
 Status RegionJob::SpawnWorkers() {
   const int n = static_cast<int>(config_.workers);
-  // A folder of this launch's own, made by the agent (so nothing in it is a
-  // link the workers planted; an earlier agent process may have left launch-N
-  // of the same job behind): the next free launch-N from launch_id.
+  // What the agent writes for a launch goes into a folder of the agent's own
+  // (launch_root, outside the job folder the workers own, so none of it can be
+  // a link or a folder they swapped in): the next free launch-N from
+  // launch_id, as an earlier agent process may have left some behind.
+  std::error_code ec;
+  std::filesystem::create_directories(options_.launch_root, ec);
+  if (ec) return Unavailable("cannot create " + options_.launch_root.string() + ": " + ec.message());
   for (uint64_t id = options_.launch_id;; ++id) {
-    launch_dir_ = options_.job_dir / ("launch-" + std::to_string(id));
-    std::error_code ec;
+    launch_dir_ = options_.launch_root / ("launch-" + std::to_string(id));
     if (std::filesystem::create_directory(launch_dir_, ec)) break;
     if (ec) return Unavailable("cannot create " + launch_dir_.string() + ": " + ec.message());
   }
-  const auto store = launch_dir_ / "gloo";
+  // The intra-region rendezvous is the workers' business: in their folder.
+  const auto store = options_.job_dir / ("gloo-" + launch_dir_.filename().string());
   {
     std::ofstream out(launch_dir_ / "assignment.pb", std::ios::binary | std::ios::trunc);
     if (!out || !assignment_.SerializeToOstream(&out)) {
@@ -157,10 +161,8 @@ Status RegionJob::SpawnWorkers() {
     const std::string name = "longhaul-" + options_.region + "-" + config_.job_id + "-" + launch_dir_.filename().string();
     LONGHAUL_ASSIGN_OR_RETURN(cgroup_, LaunchCgroup::Create(*options_.cgroups, name, options_.limits));
   }
-  if (options_.run_as) {
-    LONGHAUL_RETURN_IF_ERROR(HandOver(launch_dir_, *options_.run_as, 0700));
-    if (!wan_key_file_.empty()) LONGHAUL_RETURN_IF_ERROR(HandOver(wan_key_file_, *options_.run_as, 0600));
-  }
+  // The key file is the workers' to read; its folder stays the agent's.
+  if (options_.run_as && !wan_key_file_.empty()) LONGHAUL_RETURN_IF_ERROR(HandOver(wan_key_file_, *options_.run_as, 0600));
   routing_ids_.assign(n, "");
   wan_endpoints_.assign(n, "");
   tokens_.clear();
@@ -321,9 +323,10 @@ bool RegionJob::FinishStop() {
     }
   }
   // What the workers started dies with the job.
-  if (all_gone) {
-    for (auto& w : workers_) w.KillGroup();
-    if (cgroup_) cgroup_->KillAll();  // also what left its process group
+  // What left its process group is still in the launch's cgroup: ended too,
+  // over as many ticks as it takes (bounded: then it is left to the destructor).
+  if (all_gone && cgroup_ && !cgroup_->KillAll() && std::chrono::steady_clock::now() < stop_deadline_ + kill_grace_ * 4) {
+    return false;
   }
   return all_gone;
 }

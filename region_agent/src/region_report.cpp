@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "longhaul/common/printable_text.h"
+
 namespace longhaul::region_agent {
 
 v1::RoundReport AggregateRegionReport(const std::string& region, const std::vector<v1::RoundReport>& reports) {
@@ -31,9 +33,12 @@ v1::RoundReport AggregateRegionReport(const std::string& region, const std::vect
     out.set_comm_seconds(std::max(out.comm_seconds(), r.comm_seconds()));
     out.set_wall_seconds(std::max(out.wall_seconds(), r.wall_seconds()));
     if (!r.ok() && ok) {
+      // A worker's words: cleaned and capped; its own code's text only for the job's owner.
       ok = false;
       *out.mutable_error() = r.error();
-      out.mutable_error()->set_message("worker " + std::to_string(i) + ": " + r.error().message());
+      out.mutable_error()->set_message("worker " + std::to_string(i) + ": " + PrintableTail(r.error().message(), 2048));
+      const std::string output = PrintableTail(r.error().worker_output(), kMaxWorkerOutputBytes);
+      out.mutable_error()->set_worker_output(output.empty() ? "" : "worker " + std::to_string(i) + ":\n" + output);
     }
   }
   if (ok) {

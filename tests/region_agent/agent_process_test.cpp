@@ -484,7 +484,8 @@ TEST_CASE("region_agent: agent CURVE on the control plane, each launch with a WA
   REQUIRE(workers.size() == 1);
   std::ifstream environ_file("/proc/" + std::to_string(workers[0]) + "/environ", std::ios::binary);
   const std::string environ_text((std::istreambuf_iterator<char>(environ_file)), std::istreambuf_iterator<char>());
-  CHECK(environ_text.find("LONGHAUL_KEY_FILE=" + (dir / "eu" / "job").string()) != std::string::npos);
+  CHECK(environ_text.find("LONGHAUL_KEY_FILE=" + (dir / "eu" / ".launches" / "job" / "launch-1" / "wan.key").string()) !=
+        std::string::npos);
   CHECK(environ_text.find((keys / "eu.key").string()) == std::string::npos);
   CHECK(environ_text.find("LONGHAUL_ALLOWLIST") == std::string::npos);
 

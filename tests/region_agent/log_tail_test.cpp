@@ -28,7 +28,8 @@ TEST_CASE("region_agent: a FIFO, a symlink or a huge sparse file in the job fold
   const auto fifo = tmp.path() / "worker-0.log";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   const auto t0 = std::chrono::steady_clock::now();
-  CHECK(ChildProcess::LogTail(fifo) == "(worker-0.log is not a regular file: not read)");  // returns: no writer needed
+  CHECK(ChildProcess::LogTail(fifo) ==
+        "(worker-0.log is not a regular file of the agent's with a single name: not read)");  // returns: no writer needed
   std::ofstream(tmp.path() / "secret") << "the agent's secret key\n";
   const auto link = tmp.path() / "worker-1.log";
   std::filesystem::create_symlink(tmp.path() / "secret", link);
@@ -44,5 +45,9 @@ TEST_CASE("region_agent: a FIFO, a symlink or a huge sparse file in the job fold
     out << "\nthe last line\n";
   }
   CHECK(ChildProcess::LogTail(sparse, 1) == "the last line");
+  // A hard link to a file elsewhere (where the kernel allows one): not read.
+  const auto hard = tmp.path() / "worker-3.log";
+  std::filesystem::create_hard_link(tmp.path() / "secret", hard);
+  CHECK(ChildProcess::LogTail(hard) == "(worker-3.log is not a regular file of the agent's with a single name: not read)");
   INFO("all three took " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s");
 }

@@ -283,3 +283,28 @@ TEST_CASE("session: STOP before the first round ends the session cleanly", "[ses
   CHECK(rig.session->finished());
   CHECK(*rig.session->Step(0, 0) == ls::StepEvent::kFinished);
 }
+
+TEST_CASE("session: a round the worker's own code fails carries its words as worker output, not in the message",
+          "[session]") {
+  Rig rig;
+  REQUIRE(*rig.Step(0.5f).get() == ls::StepEvent::kNone);
+  auto failed = std::async(std::launch::async, [&] {
+    return rig.session->FailRound(rig.session->UserCodeFailed("the script failed the round", "API_TOKEN=hunter2 leaked"));
+  });
+  const auto report = rig.agent.Sent(1);
+  REQUIRE(report.has_round_report());
+  CHECK_FALSE(report.round_report().ok());
+  CHECK_THAT(report.round_report().error().message(),
+             Catch::Contains("the script failed the round") && !Catch::Contains("hunter2"));
+  CHECK(report.round_report().error().worker_output() == "API_TOKEN=hunter2 leaked");
+  rig.agent.Push(Start(2, 2));
+  REQUIRE(failed.get().ok());
+  // The text went with that report only: a library failure later carries none.
+  REQUIRE(*rig.Step(0.5f).get() == ls::StepEvent::kNone);
+  auto again = std::async(std::launch::async, [&] { return rig.session->FailRound(longhaul::Aborted("gloo broke")); });
+  const auto second = rig.agent.Sent(2);
+  REQUIRE(second.has_round_report());
+  CHECK(second.round_report().error().worker_output().empty());
+  rig.agent.Push(Start(3, 3));
+  REQUIRE(again.get().ok());
+}

@@ -48,6 +48,11 @@ Status WanEndpoint::Impl::Start(const std::string& bind_address) {
     router_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(std::max(opt_.chunk_bytes, size_t{16} << 20) + (64 << 10)));
     router_.set(zmq::sockopt::rcvhwm, 0);
     if (opt_.encryption) MakeCurveServer(router_, opt_.keys);
+    // A held handshake (admit_group_peers) must outlast its admission wait.
+    if (opt_.admit_group_peers) {
+      router_.set(zmq::sockopt::handshake_ivl,
+                  static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(opt_.timeouts.collective).count()) + 5000);
+    }
     router_.bind("tcp://" + bind_address);
     endpoint_ = router_.get(zmq::sockopt::last_endpoint);
     std::string wake = "inproc://wan-wake-" + std::to_string(reinterpret_cast<uintptr_t>(this));

@@ -118,13 +118,19 @@ bool ZapAuthenticator::Handle() {
     Reply(routing_id, request_id, false, key);
   } else if (Admitted(key)) {
     Reply(routing_id, request_id, true, key);
-  } else if (admit_wait_.count() > 0 && pending_.size() < kMaxPendingClients) {
+  } else if (admit_wait_.count() > 0 && pending_.size() < kMaxPendingClients &&
+             PendingFrom(address) < kMaxPendingPerHost) {
     pending_.push_back({routing_id, request_id, key, address, std::chrono::steady_clock::now() + admit_wait_});
   } else {
     Refuse(mechanism, key, address, "public key not on the allowlist");
     Reply(routing_id, request_id, false, key);
   }
   return true;
+}
+
+size_t ZapAuthenticator::PendingFrom(const std::string& address) const {
+  // ZAP's address is the peer's IP (without the port).
+  return static_cast<size_t>(std::count_if(pending_.begin(), pending_.end(), [&](const Pending& p) { return p.address == address; }));
 }
 
 void ZapAuthenticator::SettlePending(bool expire_all) {

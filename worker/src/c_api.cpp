@@ -176,7 +176,8 @@ int lh_session_step(lh_session* s, float loss, uint64_t tokens, int* event) {
 int lh_session_fail_round(lh_session* s, const char* why, int* event) {
   return Guard([&] {
     if (s == nullptr) return Fail(longhaul::InvalidArgument("lh_session_fail_round: session is NULL"));
-    auto e = s->session->FailRound(longhaul::Aborted(why != nullptr ? why : "inner step failed"));
+    auto e = s->session->FailRound(
+        s->session->UserCodeFailed("the worker failed the round (lh_session_fail_round)", why != nullptr ? why : ""));
     if (!e.ok()) return Fail(e.status());
     if (event != nullptr) *event = EventCode(*e);
     return Ok();

@@ -295,6 +295,7 @@ void Session::SendReport(const v1::RoundCommand& cmd, const Result<worker::Round
     std::cerr << "round " << cmd.round() << " epoch " << cmd.epoch() << " failed: " << result.status().ToString() << "\n";
     report->set_ok(false);
     *report->mutable_error() = proto::ToWireError(result.status());
+    report->mutable_error()->set_worker_output(std::exchange(failure_output_, std::string()));
     channel_->Send(std::move(msg));
     return;
   }
@@ -393,6 +394,11 @@ Result<StepEvent> Session::Step(float loss, uint64_t tokens) {
   }
   last_step_ = SteadyClock::now();
   return event;
+}
+
+Status Session::UserCodeFailed(const std::string& what, std::string user_text) {
+  failure_output_ = std::move(user_text);
+  return Aborted(what + " (its message is in the job's worker output)");
 }
 
 Result<StepEvent> Session::FailRound(const Status& why) {

@@ -55,6 +55,7 @@ class ChildProcess {
   pid_t pid() const { return pid_; }
   bool started() const { return pid_ > 0; }
   // Reaps without blocking; true once the child has exited (now or before).
+  // Before reaping it kills what is left of the child's process group.
   bool Poll();
   bool exited() const { return exit_status_.has_value(); }
   // True when it exited with status 0.
@@ -64,8 +65,8 @@ class ChildProcess {
 
   // To the child's whole process group.
   void Signal(int sig) const;
-  // SIGKILL to what is left of the child's process group (the child itself
-  // may be gone already).
+  // SIGKILL to the child's process group while the child is not reaped (Poll
+  // does this itself when it finds the child ended).
   void KillGroup() const;
   // SIGTERM to the group, wait up to `grace` for the child to exit, then
   // SIGKILL to the group, reap.

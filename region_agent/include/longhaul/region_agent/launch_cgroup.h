@@ -62,8 +62,9 @@ class LaunchCgroup {
   const std::vector<int>& procs_fds() const { return procs_fds_; }
   // The processes inside now.
   std::vector<pid_t> Pids() const;
-  // SIGKILL to every process inside, until none is left (bounded: 2 s).
-  void KillAll();
+  // SIGKILL to every process inside (cgroup.kill where there is one); true
+  // when none is left. Does not wait: call again until true.
+  bool KillAll();
   const std::vector<std::filesystem::path>& dirs() const { return dirs_; }
 
  private:

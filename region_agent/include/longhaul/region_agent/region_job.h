@@ -24,7 +24,8 @@ namespace longhaul::region_agent {
 struct JobLaunchOptions {
   std::filesystem::path worker_binary;
   std::filesystem::path linkem_binary;
-  std::filesystem::path job_dir;        // work_dir/<job_id>; created
+  std::filesystem::path job_dir;        // work_dir/<job_id>; created; the workers' (their cwd, logs, rendezvous)
+  std::filesystem::path launch_root;    // the agent's own folder for this job's launches (assignment, keys)
   std::string agent_endpoint;           // tcp://127.0.0.1:port of the agent's worker socket
   std::string region;
   std::string data_host;
@@ -140,7 +141,7 @@ class RegionJob {
   std::vector<std::string> wan_endpoints_;
   std::string wan_public_key_;               // this launch's (empty when insecure)
   std::filesystem::path wan_key_file_;       // its key pair, read by this launch's workers
-  std::filesystem::path launch_dir_;         // job_dir/launch-N: assignment, key, rendezvous
+  std::filesystem::path launch_dir_;         // launch_root/launch-N: assignment, WAN key
   std::unique_ptr<LaunchCgroup> cgroup_;     // every process of this launch's workers (when configured)
   std::optional<v1::PeerEndpoint> endpoint_;
   uint64_t num_params_ = 0;

@@ -109,10 +109,12 @@ Result<std::unordered_map<std::string, KeyRole>> ParseRoles(const std::string& t
 // kMaxPendingClients at once) and let in as soon as its key is admitted. The WAN
 // data plane needs this: a worker learns its peers' per-launch keys from the
 // round's START, and a peer that got its START a moment earlier is already
-// connecting.
+// connecting. Held clients are bounded in all and per address, so a flood of
+// unknown keys from one host cannot crowd the real peers out.
 class ZapAuthenticator {
  public:
-  static constexpr size_t kMaxPendingClients = 256;
+  static constexpr size_t kMaxPendingClients = 1024;
+  static constexpr size_t kMaxPendingPerHost = 64;
 
   static Result<std::unique_ptr<ZapAuthenticator>> Start(zmq::context_t& ctx, Allowlist allowlist,
                                                          std::chrono::milliseconds admit_wait = {});
@@ -135,6 +137,7 @@ class ZapAuthenticator {
   void Serve();
   bool Handle();  // one request; false when nothing was read
   void SettlePending(bool expire_all);
+  size_t PendingFrom(const std::string& address) const;
   bool Admitted(const std::string& key) const;
   void Reply(const std::string& routing_id, const std::string& request_id, bool ok, const std::string& key);
   void Refuse(const std::string& mechanism, const std::string& key, const std::string& address, const char* why);

@@ -109,6 +109,11 @@ class Session {
   // The inner step itself failed (e.g. the intra-region all-reduce): the
   // round is reported failed and rolled back; waits for the next round.
   Result<StepEvent> FailRound(const Status& why);
+  // A failure in the worker's own code (an exception, the reason a script
+  // gave fail_round): the next failed report says `what` happened and carries
+  // `user_text` as Error.worker_output, which only the job's owner sees,
+  // never in a reason. Returns the status to fail with.
+  Status UserCodeFailed(const std::string& what, std::string user_text);
   // Tells the agent start-up failed (before or in Start): it reports the job.
   void ReportStartFailure(const Status& status);
 
@@ -161,6 +166,7 @@ class Session {
   std::atomic<uint64_t> current_epoch_{0};
   std::atomic<bool> round_cancelled_{false};
   Status step_failure_;  // SyncGradients failed: the next Step() ends the round
+  std::string failure_output_;  // UserCodeFailed's text, for the next failed report
 };
 
 }  // namespace longhaul::session

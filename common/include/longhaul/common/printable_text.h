@@ -1,0 +1,18 @@
+// Text a program we do not trust wrote (a worker's output, the message of its
+// failed report), made safe to put on someone's terminal and into a state
+// file: control characters other than newline and tab become '?', and at most
+// the last `max_bytes` bytes are kept ("..." marks a cut).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace longhaul {
+
+// The most of a worker's output that travels to and is kept for a job's owner.
+inline constexpr size_t kMaxWorkerOutputBytes = 8192;
+
+std::string PrintableTail(std::string_view text, size_t max_bytes);
+
+}  // namespace longhaul
