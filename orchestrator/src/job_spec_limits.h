@@ -29,6 +29,7 @@ inline constexpr TextLimit kRegion{"regions", 128};  // each region name
 inline constexpr TextLimit kTextPath{"data.text_file.path", 4096};
 inline constexpr TextLimit kInnerName{"inner.name", 64};
 inline constexpr TextLimit kOuterName{"outer.name", 64};
+inline constexpr TextLimit kOuterLrDecay{"outer.lr_decay", 64};
 inline constexpr TextLimit kSyncKind{"sync.kind", 64};
 inline constexpr TextLimit kCodec{"compression.codec", 64};  // an enum on the wire
 inline constexpr TextLimit kWorkerPreset{"worker.preset", 64};
@@ -38,8 +39,8 @@ inline constexpr TextLimit kEnvValue{"worker.env", 4096};        // each value
 inline constexpr TextLimit kWorkingDir{"worker.working_dir", 4096};
 
 // Every scalar string field the YAML reader reads with FieldReader::Str.
-inline constexpr TextLimit kScalarFields[] = {kName,     kModelPreset, kTextPath,     kInnerName, kOuterName,
-                                              kSyncKind, kCodec,       kWorkerPreset, kWorkingDir};
+inline constexpr TextLimit kScalarFields[] = {kName,     kModelPreset, kTextPath,     kInnerName,  kOuterName,
+                                              kOuterLrDecay, kSyncKind, kCodec,  kWorkerPreset, kWorkingDir};
 
 // Entries of the lists and mappings.
 inline constexpr size_t kMaxRegions = 64;       // regions (and region_count)

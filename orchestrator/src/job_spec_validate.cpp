@@ -5,6 +5,7 @@
 #include "job_spec_limits.h"
 #include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/proto/wire_enums.h"
+#include "longhaul/sync_policies/outer_optimizer.h"
 #include "worker_spec_rules.h"
 
 namespace longhaul::orchestrator {
@@ -38,6 +39,7 @@ Status ValidateTexts(const v1::JobSpec& s) {
     LONGHAUL_RETURN_IF_ERROR(CheckText(spec_limits::kTextPath, s.data().text_file().path()));
   LONGHAUL_RETURN_IF_ERROR(CheckText(spec_limits::kInnerName, s.inner().name()));
   LONGHAUL_RETURN_IF_ERROR(CheckText(spec_limits::kOuterName, s.outer().name()));
+  LONGHAUL_RETURN_IF_ERROR(CheckText(spec_limits::kOuterLrDecay, s.outer().lr_decay()));
   LONGHAUL_RETURN_IF_ERROR(CheckText(spec_limits::kSyncKind, s.sync().kind()));
   if (s.worker().has_builtin())
     LONGHAUL_RETURN_IF_ERROR(CheckText(spec_limits::kWorkerPreset, s.worker().builtin().preset()));
@@ -65,6 +67,17 @@ Status ValidateOptimizers(const v1::JobSpec& s) {
   if (!(out.lr() > 0 && out.lr() <= 10)) return Bad("outer.lr", "must be in (0, 10]", Num(out.lr()));
   if (!(out.momentum() >= 0 && out.momentum() < 1))
     return Bad("outer.momentum", "must be in [0, 1)", Num(out.momentum()));
+  const uint32_t kMaxRounds = 1000000;
+  if (out.warmup_rounds() > kMaxRounds) return Bad("outer.warmup_rounds", "must be in 0..1000000", std::to_string(out.warmup_rounds()));
+  if (!sync_policies::LrDecayFromName(out.lr_decay()).ok()) {
+    return Bad("outer.lr_decay", "must be 'none', 'cosine' or 'linear'", ShortQuote(out.lr_decay()));
+  }
+  if (!(out.final_lr_fraction() >= 0 && out.final_lr_fraction() <= 1))
+    return Bad("outer.final_lr_fraction", "must be in [0, 1]", Num(out.final_lr_fraction()));
+  if (out.momentum_warmup_rounds() > kMaxRounds)
+    return Bad("outer.momentum_warmup_rounds", "must be in 0..1000000", std::to_string(out.momentum_warmup_rounds()));
+  if (out.momentum_restart_rounds() > kMaxRounds)
+    return Bad("outer.momentum_restart_rounds", "must be in 0..1000000", std::to_string(out.momentum_restart_rounds()));
   return Status::Ok();
 }
 

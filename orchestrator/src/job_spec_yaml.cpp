@@ -258,6 +258,11 @@ Status ParseOuter(const YAML::Node& node, std::string_view src, v1::OuterOptimiz
   LH_FIELD(r, Str, o, name);
   LH_FIELD(r, F64, o, lr);
   LH_FIELD(r, F64, o, momentum);
+  LH_FIELD(r, U32, o, warmup_rounds);
+  LH_FIELD(r, Str, o, lr_decay);
+  LH_FIELD(r, F64, o, final_lr_fraction);
+  LH_FIELD(r, U32, o, momentum_warmup_rounds);
+  LH_FIELD(r, U32, o, momentum_restart_rounds);
   return r.RejectUnknown();
 }
 

@@ -37,6 +37,11 @@ void FillOuter(v1::OuterOptimizer* out) {
   if (out->name().empty()) out->set_name(d::kOuterName);
   if (!out->has_lr()) out->set_lr(d::kOuterLr);
   if (!out->has_momentum()) out->set_momentum(d::kOuterMomentum);
+  if (!out->has_warmup_rounds()) out->set_warmup_rounds(d::kOuterWarmupRounds);
+  if (out->lr_decay().empty()) out->set_lr_decay(d::kOuterLrDecay);
+  if (!out->has_final_lr_fraction()) out->set_final_lr_fraction(d::kOuterFinalLrFraction);
+  if (!out->has_momentum_warmup_rounds()) out->set_momentum_warmup_rounds(d::kOuterMomentumWarmupRounds);
+  if (!out->has_momentum_restart_rounds()) out->set_momentum_restart_rounds(d::kOuterMomentumRestartRounds);
 }
 
 void FillSync(v1::SyncPolicy* sync) {

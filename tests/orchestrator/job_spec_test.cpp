@@ -127,6 +127,34 @@ TEST_CASE("semantic errors name the field and the bad value", "[job_spec]") {
   auto grace = ParseJobSpecYaml("name: x\nrounds: 2\nworker: {exit_grace_s: 3601}\n", "job.yaml");
   REQUIRE_FALSE(grace.ok());
   CHECK_THAT(grace.status().message(), Catch::Contains("worker.exit_grace_s") && Catch::Contains("3601"));
+  auto decay = ParseJobSpecYaml("name: x\nrounds: 2\nouter: {lr_decay: exponential}\n", "job.yaml");
+  REQUIRE_FALSE(decay.ok());
+  CHECK_THAT(decay.status().message(), Catch::Contains("outer.lr_decay") && Catch::Contains("exponential"));
+  auto fraction = ParseJobSpecYaml("name: x\nrounds: 2\nouter: {final_lr_fraction: 2}\n", "job.yaml");
+  REQUIRE_FALSE(fraction.ok());
+  CHECK_THAT(fraction.status().message(), Catch::Contains("outer.final_lr_fraction"));
+}
+
+TEST_CASE("the outer schedule's fields parse, unset they come from the table (no schedule)", "[job_spec][defaults]") {
+  auto spec = ParseJobSpecYaml(
+      "name: s\nrounds: 100\nouter: {warmup_rounds: 5, lr_decay: cosine, final_lr_fraction: 0, "
+      "momentum_warmup_rounds: 10, momentum_restart_rounds: 25}\n",
+      "job.yaml");
+  INFO(spec.status().message());
+  REQUIRE(spec.ok());
+  CHECK(spec->outer().warmup_rounds() == 5);
+  CHECK(spec->outer().lr_decay() == "cosine");
+  CHECK(spec->outer().final_lr_fraction() == 0);  // a 0 written stays 0
+  CHECK(spec->outer().momentum_warmup_rounds() == 10);
+  CHECK(spec->outer().momentum_restart_rounds() == 25);
+  auto plain = ParseJobSpecYaml("name: s\nrounds: 3\n", "job.yaml");
+  REQUIRE(plain.ok());
+  namespace d = longhaul::proto::job_defaults;
+  CHECK(plain->outer().warmup_rounds() == d::kOuterWarmupRounds);
+  CHECK(plain->outer().lr_decay() == d::kOuterLrDecay);
+  CHECK(plain->outer().final_lr_fraction() == Approx(d::kOuterFinalLrFraction));
+  CHECK(plain->outer().momentum_warmup_rounds() == d::kOuterMomentumWarmupRounds);
+  CHECK(plain->outer().momentum_restart_rounds() == d::kOuterMomentumRestartRounds);
 }
 
 TEST_CASE("worker.exit_grace_s parses beside either kind of worker, unset it is the table's", "[job_spec][worker]") {
@@ -398,6 +426,7 @@ TEST_CASE("every string field has a length limit, checked with the value's line"
       {WithLine("data: {text_file: {path: " + value(4097) + "}}"), "'data.text_file.path' must be at most 4096", 3},
       {WithLine("inner: {name: " + value(65) + "}"), "'inner.name' must be at most 64 bytes", 3},
       {WithLine("outer: {name: " + value(65) + "}"), "'outer.name' must be at most 64 bytes", 3},
+      {WithLine("outer: {lr_decay: " + value(65) + "}"), "'outer.lr_decay' must be at most 64 bytes", 3},
       {WithLine("sync: {kind: " + value(65) + "}"), "'sync.kind' must be at most 64 bytes", 3},
       {WithLine("compression: {codec: " + value(65) + "}"), "'compression.codec' must be at most 64 bytes", 3},
       {WithLine("worker: {preset: " + value(65) + "}"), "'worker.preset' must be at most 64 bytes", 3},

@@ -54,6 +54,14 @@ Status ParseOuter(const v1::OuterOptimizer& out, JobConfig& job) {
   job.outer.name = out.name();
   job.outer.lr = static_cast<float>(out.lr());
   job.outer.momentum = static_cast<float>(out.momentum());
+  job.outer.total_rounds = job.rounds;
+  job.outer.warmup_rounds = out.warmup_rounds();
+  auto decay = sync_policies::LrDecayFromName(out.lr_decay());
+  if (!decay.ok()) return decay.status().WithContext("spec.outer.lr_decay");
+  job.outer.decay = *decay;
+  job.outer.final_lr_fraction = static_cast<float>(out.final_lr_fraction());
+  job.outer.momentum_warmup_rounds = out.momentum_warmup_rounds();
+  job.outer.momentum_restart_rounds = out.momentum_restart_rounds();
   return job.outer.Validate().WithContext("spec.outer");
 }
 

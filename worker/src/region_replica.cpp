@@ -228,7 +228,7 @@ Status RegionReplica::FinishFragmentSync(RoundResult& result, double alpha) {
   const ShardPiece p = layout_.Piece(f);
   std::vector<float> piece(theta_.begin() + static_cast<std::ptrdiff_t>(p.begin),
                            theta_.begin() + static_cast<std::ptrdiff_t>(p.end));
-  LONGHAUL_RETURN_IF_ERROR(outer_[f]->TryStep(piece, flight.delta));
+  LONGHAUL_RETURN_IF_ERROR(outer_[f]->TryStep(piece, flight.delta, round_ ? round_->inputs.round : 0));
   LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, f, piece, theta_));
   // The local buffers keep training's running values until the round's end.
   const size_t end = std::min(p.fragment_end, buffers_begin());

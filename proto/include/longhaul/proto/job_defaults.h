@@ -43,6 +43,12 @@ inline constexpr uint32_t kInnerBatchSize = 8;
 inline constexpr char kOuterName[] = "nesterov";
 inline constexpr double kOuterLr = 0.7;
 inline constexpr double kOuterMomentum = 0.9;
+// Its schedule over the rounds: none unless asked for.
+inline constexpr uint32_t kOuterWarmupRounds = 0;
+inline constexpr char kOuterLrDecay[] = "none";
+inline constexpr double kOuterFinalLrFraction = 0.1;
+inline constexpr uint32_t kOuterMomentumWarmupRounds = 0;
+inline constexpr uint32_t kOuterMomentumRestartRounds = 0;
 
 // Synchronisation.
 inline constexpr sync_policies::SyncKind kSyncKind = sync_policies::SyncKind::kDiLoCo;
