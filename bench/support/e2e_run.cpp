@@ -5,7 +5,8 @@
 
 namespace longhaul::bench {
 
-Result<E2eRun> RunJob(orchestrator::LocalCluster& cluster, const v1::JobSpec& spec, std::chrono::seconds timeout) {
+Result<E2eRun> RunJob(orchestrator::LocalCluster& cluster, const v1::JobSpec& spec, std::chrono::seconds timeout,
+                      std::chrono::milliseconds poll) {
   LONGHAUL_ASSIGN_OR_RETURN(const std::string id, cluster.Submit(spec));
   uint32_t shown = 0;
   auto progress = [&](const v1::JobStatus& s) {
@@ -15,7 +16,7 @@ Result<E2eRun> RunJob(orchestrator::LocalCluster& cluster, const v1::JobSpec& sp
                  s.total_rounds(), s.val_loss());
   };
   LONGHAUL_ASSIGN_OR_RETURN(v1::JobStatus status,
-                            cluster.WaitForJob(id, timeout, std::chrono::milliseconds(250), progress));
+                            cluster.WaitForJob(id, timeout, poll, progress));
   std::fprintf(stderr, "\n");
   if (status.state() != "succeeded")
     return Aborted(id + " (" + spec.name() + ") ended " + status.state() + ": " + status.reason());

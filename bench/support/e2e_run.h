@@ -20,7 +20,8 @@ struct E2eRun {
 
 // Runs `spec` to its end (bounded by `timeout`); a job that does not succeed is
 // an error carrying its reason.
-Result<E2eRun> RunJob(orchestrator::LocalCluster& cluster, const v1::JobSpec& spec, std::chrono::seconds timeout);
+Result<E2eRun> RunJob(orchestrator::LocalCluster& cluster, const v1::JobSpec& spec, std::chrono::seconds timeout,
+                      std::chrono::milliseconds poll = std::chrono::milliseconds(250));
 
 // Options for a benchmark's cluster: the first `regions` BenchRegions, binaries
 // in `bin_dir`, work directory /tmp/longhaul-bench-<name>-*, progress on stderr.

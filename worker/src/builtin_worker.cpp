@@ -44,8 +44,9 @@ int RunBuiltinWorker(const session::SessionOptions& options) {
   start.loss_floor = (*data)->LossFloor();
   const int batches = options.validation_batches;
   if (batches > 0) {
-    start.validation = [&trainer, batches](std::span<const float> theta) -> Result<double> {
-      return trainer.ValidationLoss(theta, batches);
+    // The job's last round gives its headline figure: a larger held-out set.
+    start.validation = [&trainer, &s, batches, last = config.rounds](std::span<const float> theta) -> Result<double> {
+      return trainer.ValidationLoss(theta, s.round() >= last ? batches * kFinalValidationFactor : batches);
     };
   }
   if (Status started = s.Start(trainer.model().params(), std::move(start)); !started.ok()) return 2;

@@ -125,6 +125,7 @@ Status LocalCluster::Boot() {
         std::to_string(o.workers_per_region), "--data-host", "127.0.0.1", "--work-dir", (work_ / r.name).string(),
         "--metrics", "127.0.0.1:0", "--bin-dir", o.bin_dir,
         "--collective-timeout-s", std::to_string(o.collective_timeout.count())};
+    if (o.validation_batches > 0) argv.insert(argv.end(), {"--validation-batches", std::to_string(o.validation_batches)});
     for (const auto& c : o.allow_commands) argv.insert(argv.end(), {"--allow-command", c});
     for (const auto& d : o.allow_working_dirs) argv.insert(argv.end(), {"--allow-working-dir", d});
     if (o.wan_emulation) {

@@ -48,6 +48,9 @@ struct LocalClusterOptions {
   // WAN; a lost chunk should cost seconds, not the default minute.
   std::chrono::seconds collective_timeout{15};
   std::chrono::seconds round_timeout{120};
+  // Held-out batches of each round's validation loss (each agent's
+  // --validation-batches); 0 = the agent's default, a noisy estimate.
+  int validation_batches = 0;
   const std::atomic<bool>* interrupted = nullptr;  // set (e.g. by SIGINT): waits return kCancelled
   std::function<void(const std::string&)> say;     // progress lines ("agent eu-west: ..."), may be empty
 };

@@ -34,6 +34,7 @@ struct AgentOptions {
   // Held-out batches each region's rank-0 worker evaluates per round for
   // val_loss. The default 4 is cheap but a noisy estimate (about 4% between two
   // parameter vectors on the tiny preset); runs that compare losses raise it.
+  // A job's last round evaluates kFinalValidationFactor (16) times as many.
   int validation_batches = 4;
   std::filesystem::path bin_dir;               // longhaul-worker, longhaul-linkem; empty = next to this binary
   Timeouts timeouts;

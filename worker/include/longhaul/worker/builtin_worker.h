@@ -12,6 +12,11 @@
 
 namespace longhaul::worker {
 
+// The job's last round evaluates this many times the held-out batches of the
+// other rounds (SessionOptions::validation_batches): the final validation loss
+// is the figure runs are compared by, so it gets the precise estimate.
+inline constexpr int kFinalValidationFactor = 16;
+
 // Returns the process exit code: 0 when the job finished, 2 when start-up
 // failed (the agent has been told why), 1 when the session broke.
 int RunBuiltinWorker(const session::SessionOptions& options);

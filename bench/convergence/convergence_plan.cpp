@@ -1,0 +1,192 @@
+#include "convergence_plan.h"
+
+#include <cstdio>
+
+#include "longhaul/orchestrator/job_spec.h"
+#include "longhaul/proto/wire_enums.h"
+
+namespace longhaul::bench {
+namespace {
+
+using sync_policies::SyncKind;
+
+std::string Fmt(const char* f, double x) {
+  char b[64];
+  std::snprintf(b, sizeof(b), f, x);
+  return b;
+}
+
+const char* MethodName(OuterMethod m) {
+  switch (m) {
+    case OuterMethod::kNone: return "";
+    case OuterMethod::kWarmupCosine: return " + outer lr warm-up, cosine decay";
+    case OuterMethod::kMomentumWarmup: return " + outer momentum warm-up";
+    case OuterMethod::kMomentumRestarts: return " + outer momentum restarts";
+  }
+  return "";
+}
+
+Policy Sync() { return {.group = "sync", .kind = SyncKind::kSync, .h = 0, .codec = v1::CODEC_FP32}; }
+Policy DiLoCo(std::string group, uint32_t h, v1::Codec codec, OuterMethod method = OuterMethod::kNone) {
+  return {.group = std::move(group), .kind = SyncKind::kDiLoCo, .h = h, .codec = codec, .method = method};
+}
+
+}  // namespace
+
+std::string Policy::Name() const {
+  if (is_sync()) return "sync fp32 (data parallel)";
+  std::string p = kind == SyncKind::kStreamingDiLoCo ? "Streaming DiLoCo" : "DiLoCo";
+  p += " H=" + std::to_string(h) + " " + std::string(proto::CodecName(codec));
+  if (kind == SyncKind::kStreamingDiLoCo) {
+    p += " P=" + std::to_string(fragments) + " tau=" + std::to_string(overlap_steps) + " alpha=" + Fmt("%.2g", mixing_alpha);
+  }
+  if (published_outer) p += " (published outer lr 0.7, momentum 0.9)";
+  return p + MethodName(method);
+}
+
+std::vector<Point> RowPoints(const Row& row, const PlanOptions& o) {
+  if (row.policy.is_sync()) return o.sync_grid.Points(true);
+  Grid g = o.diloco_grid;
+  if (row.policy.published_outer) g.outer = {kPublishedOuter};
+  return g.Points(false);
+}
+
+std::string Point::Name(bool sync) const {
+  std::string s = "inner lr " + Fmt("%g", inner_lr);
+  if (!sync) s += ", outer lr " + Fmt("%g", outer_lr) + " momentum " + Fmt("%g", outer_momentum);
+  return s;
+}
+
+std::vector<Point> Grid::Points(bool sync) const {
+  std::vector<Point> out;
+  for (double lr : inner_lrs) {
+    if (sync) {
+      out.push_back({lr, 0, 0});
+      continue;
+    }
+    for (const auto& [olr, mu] : outer) out.push_back({lr, olr, mu});
+  }
+  return out;
+}
+
+std::vector<Row> FullPlan(const std::string& only) {
+  const Setting central{3, "non-iid"};
+  const auto int8 = v1::CODEC_INT8_BLOCK;
+  std::vector<Row> rows;
+  rows.push_back({central, Sync()});
+  for (uint32_t h : {10u, 50u, 100u, 500u}) rows.push_back({central, DiLoCo("H", h, int8)});
+  Policy published = DiLoCo("outer", 50, int8);
+  published.published_outer = true;
+  rows.push_back({central, published});
+  for (auto c : {v1::CODEC_FP32, v1::CODEC_INT4_BLOCK, v1::CODEC_FP4_E3M0, v1::CODEC_TOPK})
+    rows.push_back({central, DiLoCo("codec", 50, c)});
+  Policy streaming = DiLoCo("streaming", 50, int8);
+  streaming.kind = SyncKind::kStreamingDiLoCo;
+  streaming.fragments = 5;
+  streaming.overlap_steps = 5;
+  streaming.mixing_alpha = 0.5;
+  rows.push_back({central, streaming});
+  for (auto m : {OuterMethod::kWarmupCosine, OuterMethod::kMomentumWarmup, OuterMethod::kMomentumRestarts})
+    rows.push_back({central, DiLoCo("method", 50, int8, m)});
+  for (const Setting& s : {Setting{2, "non-iid"}, Setting{4, "non-iid"}, Setting{3, "iid"}, Setting{3, "text"}}) {
+    const std::string group = s.data == "non-iid" ? "regions" : "data";
+    Policy sync = Sync();
+    sync.group = group;
+    rows.push_back({s, sync});
+    rows.push_back({s, DiLoCo(group, 50, int8)});
+  }
+  if (only.empty()) return rows;
+  // One group, and the sync rows of the settings it uses.
+  std::vector<Row> kept;
+  for (const auto& r : rows) {
+    bool needed = r.policy.group == only;
+    if (r.policy.is_sync()) {
+      for (const auto& o : rows) needed = needed || (o.policy.group == only && o.setting.Name() == r.setting.Name());
+    }
+    if (needed) kept.push_back(r);
+  }
+  return kept;
+}
+
+std::vector<Row> QuickPlan() {
+  const Setting central{3, "non-iid"};
+  return {{central, Sync()},
+          {central, DiLoCo("H", 50, v1::CODEC_INT8_BLOCK)},
+          {central, DiLoCo("method", 50, v1::CODEC_INT8_BLOCK, OuterMethod::kWarmupCosine)}};
+}
+
+PlanOptions FullOptions() {
+  PlanOptions o;
+  // Chosen from a one-seed exploration of the central setting (0.0025-0.08,
+  // outer (0.7, 0.9), (0.7, 0.5), (1.0, 0.5), (0.5, 0)): each grid brackets its
+  // best there; larger inner lrs diverged. The published outer setting has a
+  // row of its own.
+  o.sync_grid.inner_lrs = {0.0025, 0.005, 0.01, 0.02};
+  o.diloco_grid.inner_lrs = {0.005, 0.01, 0.02};
+  o.diloco_grid.outer = {{0.7, 0.5}, {0.5, 0.0}};
+  return o;
+}
+
+PlanOptions QuickOptions() {
+  PlanOptions o;
+  o.total_steps = 200;
+  o.seeds = 2;
+  o.sync_grid.inner_lrs = {0.02};
+  o.diloco_grid.inner_lrs = {0.02};
+  o.diloco_grid.outer = {{0.7, 0.5}, {0.7, 0.9}};
+  return o;
+}
+
+v1::JobSpec SpecFor(const Row& row, const Point& point, uint32_t seed, const PlanOptions& o,
+                    const std::vector<std::string>& region_names) {
+  const Policy& p = row.policy;
+  v1::JobSpec s = orchestrator::DefaultJobSpec();
+  s.set_name(row.setting.Name() + " / " + p.Name() + " / seed " + std::to_string(seed));  // the point: in the log
+  s.set_model_preset(o.preset);
+  s.set_seed(seed);
+  s.clear_regions();
+  for (uint32_t i = 0; i < row.setting.regions; ++i) s.add_regions(region_names.at(i));
+  s.set_region_count(row.setting.regions);
+  s.set_min_regions(row.setting.regions);
+  s.mutable_inner()->set_lr(point.inner_lr);
+  s.mutable_inner()->set_warmup_steps(10);
+  s.mutable_inner()->set_batch_size(o.batch);
+  if (row.setting.data == "text") {
+    s.mutable_data()->mutable_text_file()->set_path(o.text_file);
+    s.mutable_data()->mutable_text_file()->set_validation_fraction(0.05);
+  } else {
+    s.mutable_data()->mutable_synthetic()->set_non_iid(row.setting.data == "non-iid");
+    s.mutable_data()->mutable_synthetic()->set_seed(1233 + seed);  // a different chain per seed
+  }
+  const uint32_t h = p.is_sync() ? o.sync_round_steps : p.h;
+  const uint32_t rounds = std::max(1u, o.total_steps / h);
+  s.set_rounds(rounds);
+  proto::SetSyncKind(s.mutable_sync(), p.kind);
+  s.mutable_sync()->set_inner_steps(h);
+  s.mutable_compression()->set_codec(p.codec);
+  if (p.kind == sync_policies::SyncKind::kStreamingDiLoCo) {
+    s.mutable_sync()->set_fragments(p.fragments);
+    s.mutable_sync()->set_overlap_steps(p.overlap_steps);
+    s.mutable_sync()->set_mixing_alpha(p.mixing_alpha);
+  }
+  if (!p.is_sync()) {
+    auto* outer = s.mutable_outer();
+    outer->set_name("nesterov");
+    outer->set_lr(point.outer_lr);
+    outer->set_momentum(point.outer_momentum);
+    const uint32_t tenth = std::max(1u, rounds / 10);
+    switch (p.method) {
+      case OuterMethod::kNone: break;
+      case OuterMethod::kWarmupCosine:
+        outer->set_warmup_rounds(tenth);
+        outer->set_lr_decay("cosine");
+        outer->set_final_lr_fraction(0.1);
+        break;
+      case OuterMethod::kMomentumWarmup: outer->set_momentum_warmup_rounds(tenth); break;
+      case OuterMethod::kMomentumRestarts: outer->set_momentum_restart_rounds(std::max(2u, rounds / 4)); break;
+    }
+  }
+  return s;
+}
+
+}  // namespace longhaul::bench
