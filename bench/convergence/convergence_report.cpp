@@ -21,7 +21,7 @@ std::string PointKey(const Row& r, const Point& p) { return RowKey(r) + " / " + 
 
 bool IsTargetPolicy(const Policy& p) {
   return p.kind == sync_policies::SyncKind::kDiLoCo && p.h == 50 && p.codec == v1::CODEC_INT8_BLOCK &&
-         p.method == OuterMethod::kNone;
+         p.method == OuterMethod::kNone && !p.published_outer;
 }
 
 }  // namespace

@@ -50,6 +50,12 @@ TEST_CASE("bench_convergence: each policy at its lowest mean, compared with the 
   CHECK(t.reduction == Approx(200));
   CHECK(t.met);  // +1.67% with 200x fewer bytes
   CHECK_FALSE(CheckTarget(rows, "3 regions, text").present);
+  // The row at the published outer setting is not the target's row.
+  Row published = diloco;
+  published.policy.published_outer = true;
+  std::vector<RunRecord> with_published = runs;
+  with_published.push_back(Run(published, 0.02, 0.7, 1, 3.00, 5000));
+  CHECK(CheckTarget(Summarize(with_published), "3 regions, iid").gap == Approx(1.22 / 1.20 - 1));
 
   const std::string table = Table(rows, PlanOptions{});
   CHECK_THAT(table, Catch::Contains("inner lr 0.02 (edge of grid)"));
