@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <algorithm>
+#include <cerrno>
 #include <optional>
 #include <thread>
 
@@ -250,20 +251,37 @@ TEST_CASE("region_agent: a launch cgroup caps the number of processes", "[run_as
   if (!root) return;
   auto cg = LaunchCgroup::Create(*root, "longhaul-test-" + std::to_string(::getpid()) + "-pids", {0, 4});
   REQUIRE(cg.ok());
-  const TempDir tmp("cgroup-pids");
+  // A program that forks until the cgroup refuses, says how far it got and
+  // stays (a shell would exit at the refused fork, taking its group along).
   SpawnOptions o;
-  o.program = "/bin/sh";
-  // The shell gives up at the first fork the cgroup refuses.
-  o.args = {"-c", "for i in 1 2 3 4 5 6 7 8; do sleep 300 & done; exec sleep 300"};
-  o.log_file = tmp.path() / "shell.log";
+  o.program = "/usr/bin/python3";
+  o.args = {"-c",
+            "import os, time\n"
+            "n = 0\n"
+            "for _ in range(8):\n"
+            "    try:\n"
+            "        pid = os.fork()\n"
+            "    except OSError as e:\n"
+            "        print('refused', e.errno, flush=True)\n"
+            "        break\n"
+            "    if pid == 0:\n"
+            "        time.sleep(300)\n"
+            "        os._exit(0)\n"
+            "    n += 1\n"
+            "print(n, flush=True)\n"
+            "time.sleep(300)\n"};
+  o.capture_stdout = true;
   o.cgroup_procs_fds = (*cg)->procs_fds();
   auto child = ChildProcess::Spawn(o);
   REQUIRE(child.ok());
-  REQUIRE(child->WaitExit(DeadlineAfter(20s)));
-  CHECK(Slurp(tmp.path() / "shell.log").find("fork") != std::string::npos);  // "Cannot fork"
-  const auto left = (*cg)->Pids();  // the sleeps it did start
-  CHECK(!left.empty());
-  CHECK(left.size() <= 3);
+  auto refused = child->ReadLine(DeadlineAfter(20s));
+  REQUIRE(refused.ok());
+  CHECK(*refused == "refused " + std::to_string(EAGAIN));
+  auto forked = child->ReadLine(DeadlineAfter(20s));
+  REQUIRE(forked.ok());
+  CHECK(std::stoi(*forked) <= 3);  // the program and its children: at most 4
+  CHECK((*cg)->Pids().size() <= 4);
+  child->Stop(2s);
   const auto until = std::chrono::steady_clock::now() + 10s;
   while (!(*cg)->KillAll() && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(10ms);  // polling until the killed processes have left, bounded
