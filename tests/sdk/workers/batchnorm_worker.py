@@ -76,8 +76,11 @@ while not diloco.finished:
     event = diloco.step(loss=loss, tokens=x.shape[0])
     if diloco.committed_round > printed:  # "committed", or "finished" after the last round
         printed = diloco.committed_round
-        print(f"round {diloco.committed_round} val {evaluate()!r} running_mean {float(bn.running_mean.sum())!r} "
-              f"running_var {float(bn.running_var.sum())!r}", flush=True)
+        # One write per line: print() writes the text and the newline separately, and
+        # the worker library's own log lines (other threads) can land in between.
+        sys.stdout.write(f"round {diloco.committed_round} val {evaluate()!r} running_mean "
+                         f"{float(bn.running_mean.sum())!r} running_var {float(bn.running_var.sum())!r}\n")
+        sys.stdout.flush()
 
 if len(sys.argv) > 1:
     held_out = [batch(r, 2 * 10**6 + i, 4096) for r in range(3) for i in range(100)]
