@@ -16,20 +16,29 @@ std::string Fmt(const char* f, double x) {
   return b;
 }
 
-const char* MethodName(OuterMethod m) {
+const char* MethodName(Method m) {
   switch (m) {
-    case OuterMethod::kNone: return "";
-    case OuterMethod::kWarmupCosine: return " + outer lr warm-up, cosine decay";
-    case OuterMethod::kMomentumWarmup: return " + outer momentum warm-up";
-    case OuterMethod::kMomentumRestarts: return " + outer momentum restarts";
+    case Method::kNone: return "";
+    case Method::kWarmupCosine: return " + outer lr warm-up, cosine decay";
+    case Method::kMomentumWarmup: return " + outer momentum warm-up";
+    case Method::kMomentumRestarts: return " + outer momentum restarts";
+    case Method::kMomentSync: return " + inner moments averaged";
   }
   return "";
 }
 
 Policy Sync() { return {.group = "sync", .kind = SyncKind::kSync, .h = 0, .codec = v1::CODEC_FP32}; }
-Policy DiLoCo(std::string group, uint32_t h, v1::Codec codec, OuterMethod method = OuterMethod::kNone) {
+Policy DiLoCo(std::string group, uint32_t h, v1::Codec codec, Method method = Method::kNone) {
   return {.group = std::move(group), .kind = SyncKind::kDiLoCo, .h = h, .codec = codec, .method = method};
 }
+// DiLoCo H=50 int8 with the inner moments averaged every (m, v) rounds (0 = never).
+Policy MomentSync(std::string group, std::pair<uint32_t, uint32_t> periods) {
+  Policy p = DiLoCo(std::move(group), 50, v1::CODEC_INT8_BLOCK, Method::kMomentSync);
+  p.moment_sync_rounds = periods;
+  return p;
+}
+constexpr std::pair<uint32_t, uint32_t> kVEveryRound{0, 1}, kVEvery3{0, 3};
+constexpr std::pair<uint32_t, uint32_t> kMomentPeriods[] = {{1, 1}, kVEveryRound, kVEvery3};
 
 }  // namespace
 
@@ -41,7 +50,13 @@ std::string Policy::Name() const {
     p += " P=" + std::to_string(fragments) + " tau=" + std::to_string(overlap_steps) + " alpha=" + Fmt("%.2g", mixing_alpha);
   }
   if (published_outer) p += " (published outer lr 0.7, momentum 0.9)";
-  return p + MethodName(method);
+  p += MethodName(method);
+  if (method == Method::kMomentSync) {
+    const auto [m, v] = moment_sync_rounds;
+    const auto every = [](uint32_t n) { return n == 1 ? std::string("every round") : "every " + std::to_string(n) + " rounds"; };
+    p += m == 0 ? " (v " + every(v) + ")" : m == v ? " (m and v " + every(v) + ")" : " (m " + every(m) + ", v " + every(v) + ")";
+  }
+  return p;
 }
 
 std::vector<Point> RowPoints(const Row& row, const PlanOptions& o) {
@@ -86,14 +101,21 @@ std::vector<Row> FullPlan(const std::string& only) {
   streaming.overlap_steps = 5;
   streaming.mixing_alpha = 0.5;
   rows.push_back({central, streaming});
-  for (auto m : {OuterMethod::kWarmupCosine, OuterMethod::kMomentumWarmup, OuterMethod::kMomentumRestarts})
+  for (auto m : {Method::kWarmupCosine, Method::kMomentumWarmup, Method::kMomentumRestarts})
     rows.push_back({central, DiLoCo("method", 50, int8, m)});
+  // DES-LOC-style moment averaging: both moments every round; v alone every
+  // round (in exploration m added nothing measurable to v alone); v every 3
+  // rounds, which keeps the bytes within 100x fewer than sync.
+  for (auto periods : kMomentPeriods) rows.push_back({central, MomentSync("method", periods)});
   for (const Setting& s : {Setting{2, "non-iid"}, Setting{4, "non-iid"}, Setting{3, "iid"}, Setting{3, "text"}}) {
     const std::string group = s.data == "non-iid" ? "regions" : "data";
     Policy sync = Sync();
     sync.group = group;
     rows.push_back({s, sync});
     rows.push_back({s, DiLoCo(group, 50, int8)});
+    if (group == "data") {  // v averaged, on each kind of data
+      for (auto periods : {kVEveryRound, kVEvery3}) rows.push_back({s, MomentSync(group, periods)});
+    }
   }
   if (only.empty()) return rows;
   // One group, and the sync rows of the settings it uses.
@@ -112,7 +134,7 @@ std::vector<Row> QuickPlan() {
   const Setting central{3, "non-iid"};
   return {{central, Sync()},
           {central, DiLoCo("H", 50, v1::CODEC_INT8_BLOCK)},
-          {central, DiLoCo("method", 50, v1::CODEC_INT8_BLOCK, OuterMethod::kWarmupCosine)}};
+          {central, MomentSync("method", kVEveryRound)}};
 }
 
 PlanOptions FullOptions() {
@@ -176,14 +198,18 @@ v1::JobSpec SpecFor(const Row& row, const Point& point, uint32_t seed, const Pla
     outer->set_momentum(point.outer_momentum);
     const uint32_t tenth = std::max(1u, rounds / 10);
     switch (p.method) {
-      case OuterMethod::kNone: break;
-      case OuterMethod::kWarmupCosine:
+      case Method::kNone: break;
+      case Method::kWarmupCosine:
         outer->set_warmup_rounds(tenth);
         outer->set_lr_decay("cosine");
         outer->set_final_lr_fraction(0.1);
         break;
-      case OuterMethod::kMomentumWarmup: outer->set_momentum_warmup_rounds(tenth); break;
-      case OuterMethod::kMomentumRestarts: outer->set_momentum_restart_rounds(std::max(2u, rounds / 4)); break;
+      case Method::kMomentumWarmup: outer->set_momentum_warmup_rounds(tenth); break;
+      case Method::kMomentumRestarts: outer->set_momentum_restart_rounds(std::max(2u, rounds / 4)); break;
+      case Method::kMomentSync:
+        s.mutable_inner()->set_first_moment_sync_rounds(p.moment_sync_rounds.first);
+        s.mutable_inner()->set_second_moment_sync_rounds(p.moment_sync_rounds.second);
+        break;
     }
   }
   return s;

@@ -21,8 +21,9 @@ struct Setting {
   std::string Name() const { return std::to_string(regions) + " regions, " + data; }
 };
 
-// A method that closes the gap: an outer-optimizer schedule (job spec fields).
-enum class OuterMethod { kNone, kWarmupCosine, kMomentumWarmup, kMomentumRestarts };
+// A method that closes the gap (job spec fields): an outer-optimizer schedule,
+// or the inner moments averaged across regions (DES-LOC).
+enum class Method { kNone, kWarmupCosine, kMomentumWarmup, kMomentumRestarts, kMomentSync };
 
 struct Policy {
   std::string group;  // the question it answers: sync | H | codec | streaming | method | regions | data
@@ -31,7 +32,8 @@ struct Policy {
   v1::Codec codec = v1::CODEC_INT8_BLOCK;
   uint32_t fragments = 1, overlap_steps = 0;  // streaming
   double mixing_alpha = 0.5;
-  OuterMethod method = OuterMethod::kNone;
+  Method method = Method::kNone;
+  std::pair<uint32_t, uint32_t> moment_sync_rounds;  // kMomentSync: m's and v's periods in rounds
   bool published_outer = false;  // DiLoCo's published outer lr 0.7, momentum 0.9 only (inner lr still swept)
   std::string Name() const;
   bool is_sync() const { return kind == sync_policies::SyncKind::kSync; }

@@ -21,7 +21,18 @@ std::string PointKey(const Row& r, const Point& p) { return RowKey(r) + " / " + 
 
 bool IsTargetPolicy(const Policy& p) {
   return p.kind == sync_policies::SyncKind::kDiLoCo && p.h == 50 && p.codec == v1::CODEC_INT8_BLOCK &&
-         p.method == OuterMethod::kNone && !p.published_outer;
+         !p.published_outer;
+}
+
+TargetCheck Check(const RowSummary& r, const RowSummary& base) {
+  TargetCheck t;
+  t.setting = r.row.setting.Name();
+  t.policy = r.row.policy.Name();
+  t.present = true;
+  t.gap = r.Best().mean / base.Best().mean - 1;
+  t.reduction = r.Best().wan_bytes > 0 ? base.Best().wan_bytes / r.Best().wan_bytes : 0;
+  t.met = t.gap <= 0.02 && t.reduction >= 100;
+  return t;
 }
 
 }  // namespace
@@ -78,13 +89,23 @@ TargetCheck CheckTarget(const std::vector<RowSummary>& rows, const std::string& 
   t.setting = setting;
   const RowSummary* base = BaselineOf(rows, setting);
   for (const auto& r : rows) {
-    if (!base || r.row.setting.Name() != setting || !IsTargetPolicy(r.row.policy)) continue;
-    t.present = true;
-    t.gap = r.Best().mean / base->Best().mean - 1;
-    t.reduction = r.Best().wan_bytes > 0 ? base->Best().wan_bytes / r.Best().wan_bytes : 0;
-    t.met = t.gap <= 0.02 && t.reduction >= 100;
+    if (base && r.row.setting.Name() == setting && IsTargetPolicy(r.row.policy) && r.row.policy.method == Method::kNone)
+      t = Check(r, *base);
   }
   return t;
+}
+
+TargetCheck ClosestWithMethod(const std::vector<RowSummary>& rows, const std::string& setting) {
+  TargetCheck best;
+  best.setting = setting;
+  const RowSummary* base = BaselineOf(rows, setting);
+  for (const auto& r : rows) {
+    if (!base || r.row.setting.Name() != setting || !IsTargetPolicy(r.row.policy) || r.row.policy.method == Method::kNone)
+      continue;
+    const TargetCheck c = Check(r, *base);
+    if (c.reduction >= 100 && (!best.present || c.gap < best.gap)) best = c;
+  }
+  return best;
 }
 
 std::string Table(const std::vector<RowSummary>& rows, const PlanOptions& o) {
@@ -111,6 +132,11 @@ std::string Table(const std::vector<RowSummary>& rows, const PlanOptions& o) {
     t << "Target (" << setting << "): DiLoCo H=50 int8 within 2% of the best-tuned synchronous baseline's validation "
       << "loss with >= 100x fewer WAN bytes, mean over seeds: " << Fmt("%+.2f%%", 100 * c.gap) << ", "
       << Fmt("%.0fx", c.reduction) << (c.met ? " -> met\n" : " -> not met\n");
+    const TargetCheck m = ClosestWithMethod(rows, setting);
+    if (m.present) {
+      t << "  closest with a method at >= 100x fewer bytes: " << m.policy << ": " << Fmt("%+.2f%%", 100 * m.gap) << ", "
+        << Fmt("%.0fx", m.reduction) << (m.met ? " -> met\n" : " -> not met\n");
+    }
   }
   t << "\nEqual compute and tokens: " << o.total_steps << " inner steps per worker, batch " << o.batch << ", preset "
     << o.preset << ", " << o.seeds << " seeds per point (model init and synthetic chain); every policy at the "

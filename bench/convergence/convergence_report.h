@@ -49,12 +49,16 @@ const RowSummary* BaselineOf(const std::vector<RowSummary>& rows, const std::str
 
 struct TargetCheck {
   std::string setting;
+  std::string policy;  // the row checked
   bool present = false;
   double gap = 0;        // DiLoCo H=50 int8 mean / best sync mean - 1
   double reduction = 0;  // sync WAN bytes / DiLoCo WAN bytes
   bool met = false;      // gap <= 2% and reduction >= 100
 };
 TargetCheck CheckTarget(const std::vector<RowSummary>& rows, const std::string& setting);
+// Among DiLoCo H=50 int8 rows with a method (job spec fields) that keep >= 100x
+// fewer WAN bytes, the one closest to the baseline; present = false if none.
+TargetCheck ClosestWithMethod(const std::vector<RowSummary>& rows, const std::string& setting);
 
 // Markdown: one line per row at its best point (mean +- stdev, gap to floor,
 // vs the setting's best sync, WAN bytes, reduction, wall), then the targets.

@@ -5,6 +5,7 @@
 #include "job_spec_limits.h"
 #include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/proto/wire_enums.h"
+#include "longhaul/sync_policies/moment_sync.h"
 #include "longhaul/sync_policies/outer_optimizer.h"
 #include "worker_spec_rules.h"
 
@@ -101,6 +102,17 @@ Status ValidateSync(const v1::JobSpec& s) {
       return Bad("sync.overlap_steps", "must be < inner_steps", std::to_string(sy.overlap_steps()));
     if (!(sy.mixing_alpha() >= 0 && sy.mixing_alpha() <= 1))
       return Bad("sync.mixing_alpha", "must be in [0, 1]", Num(sy.mixing_alpha()));
+  }
+  // Averaging the inner moments belongs to the kinds whose regions keep their
+  // own (sync's are identical, local's never meet).
+  const auto& in = s.inner();
+  const sync_policies::MomentSyncOptions moments{in.first_moment_sync_rounds(), in.second_moment_sync_rounds()};
+  if (Status st = moments.Validate(); !st.ok()) return InvalidArgument("inner." + st.message());
+  for (const auto& [field, value] : {std::pair{"inner.first_moment_sync_rounds", in.first_moment_sync_rounds()},
+                                     std::pair{"inner.second_moment_sync_rounds", in.second_moment_sync_rounds()}}) {
+    if (value != 0 && !sync_policies::Traits(*kind).uses_outer_optimizer)
+      return Bad(field, "must be 0 for " + sy.kind() + " (only diloco and streaming_diloco average the inner moments)",
+                 std::to_string(value));
   }
   const auto& c = s.compression();
   if (c.codec() == v1::CODEC_UNSPECIFIED) return Bad("compression.codec", "must be set", "nothing");

@@ -249,6 +249,8 @@ Status ParseInner(const YAML::Node& node, std::string_view src, v1::InnerOptimiz
   LH_FIELD(r, F64, o, beta2);
   LH_FIELD(r, U32, o, warmup_steps);
   LH_FIELD(r, U32, o, batch_size);
+  LH_FIELD(r, U32, o, first_moment_sync_rounds);
+  LH_FIELD(r, U32, o, second_moment_sync_rounds);
   return r.RejectUnknown();
 }
 

@@ -31,6 +31,8 @@ void FillInner(v1::InnerOptimizer* in) {
   if (!in->has_beta2()) in->set_beta2(d::kInnerBeta2);
   if (!in->has_warmup_steps()) in->set_warmup_steps(d::kInnerWarmupSteps);
   if (in->batch_size() == 0) in->set_batch_size(d::kInnerBatchSize);
+  if (!in->has_first_moment_sync_rounds()) in->set_first_moment_sync_rounds(d::kInnerFirstMomentSyncRounds);
+  if (!in->has_second_moment_sync_rounds()) in->set_second_moment_sync_rounds(d::kInnerSecondMomentSyncRounds);
 }
 
 void FillOuter(v1::OuterOptimizer* out) {

@@ -82,3 +82,33 @@ TEST_CASE("bench_convergence: a DiLoCo 3% behind the baseline misses the target,
   CHECK_FALSE(check(2.01, 20000).met);  // 50x only
   CHECK(check(2.01, 5000).met);
 }
+
+TEST_CASE("bench_convergence: the closest method row within 100x fewer bytes is named beside the target", "[bench]") {
+  const Setting text{3, "text"};
+  Row sync{text, {.group = "data", .kind = sync_policies::SyncKind::kSync, .h = 0, .codec = v1::CODEC_FP32}};
+  Row diloco{text, {.group = "data", .kind = sync_policies::SyncKind::kDiLoCo, .h = 50, .codec = v1::CODEC_INT8_BLOCK}};
+  Row every_round = diloco, every_third = diloco, other_h = diloco;
+  every_round.policy.method = every_third.policy.method = other_h.policy.method = Method::kMomentSync;
+  every_round.policy.moment_sync_rounds = {0, 1};
+  every_third.policy.moment_sync_rounds = {0, 3};
+  other_h.policy.moment_sync_rounds = {0, 3};
+  other_h.policy.h = 100;  // not the target's H: never chosen
+  const std::vector<RunRecord> runs = {
+      Run(sync, 0.02, 0, 1, 2.00, 1000000),      Run(diloco, 0.02, 0.7, 1, 2.20, 5000),
+      Run(every_round, 0.02, 0.7, 1, 2.02, 15000),  // closest, but 67x only
+      Run(every_third, 0.02, 0.7, 1, 2.10, 8000),   // 125x
+      Run(other_h, 0.02, 0.7, 1, 2.01, 4000),
+  };
+  const auto rows = Summarize(runs);
+  CHECK(CheckTarget(rows, "3 regions, text").gap == Approx(0.10));  // the plain row, not a method's
+  const TargetCheck m = ClosestWithMethod(rows, "3 regions, text");
+  REQUIRE(m.present);
+  CHECK(m.policy == "DiLoCo H=50 int8 + inner moments averaged (v every 3 rounds)");
+  CHECK(m.gap == Approx(0.05));
+  CHECK(m.reduction == Approx(125));
+  CHECK_FALSE(m.met);
+  CHECK_THAT(Table(rows, PlanOptions{}),
+             Catch::Contains("closest with a method at >= 100x fewer bytes: DiLoCo H=50 int8 + inner moments averaged "
+                             "(v every 3 rounds): +5.00%, 125x -> not met"));
+  CHECK_FALSE(ClosestWithMethod(Summarize({runs[0], runs[1], runs[2]}), "3 regions, text").present);
+}

@@ -157,6 +157,34 @@ TEST_CASE("the outer schedule's fields parse, unset they come from the table (no
   CHECK(plain->outer().momentum_restart_rounds() == d::kOuterMomentumRestartRounds);
 }
 
+TEST_CASE("the inner moments' sync periods parse for diloco kinds, are refused for the others, default never",
+          "[job_spec][defaults]") {
+  auto spec = ParseJobSpecYaml(
+      "name: s\nrounds: 100\ninner: {first_moment_sync_rounds: 6, second_moment_sync_rounds: 3}\n", "job.yaml");
+  INFO(spec.status().message());
+  REQUIRE(spec.ok());
+  CHECK(spec->inner().first_moment_sync_rounds() == 6);
+  CHECK(spec->inner().second_moment_sync_rounds() == 3);
+  auto plain = ParseJobSpecYaml("name: s\nrounds: 3\nsync: {kind: streaming_diloco, fragments: 2}\n", "job.yaml");
+  REQUIRE(plain.ok());
+  namespace d = longhaul::proto::job_defaults;
+  CHECK(plain->inner().first_moment_sync_rounds() == d::kInnerFirstMomentSyncRounds);
+  CHECK(plain->inner().second_moment_sync_rounds() == d::kInnerSecondMomentSyncRounds);
+  auto sync = ParseJobSpecYaml("name: s\nrounds: 3\nsync: {kind: sync}\ninner: {second_moment_sync_rounds: 2}\n",
+                               "job.yaml");
+  REQUIRE_FALSE(sync.ok());
+  CHECK_THAT(sync.status().message(),
+             Catch::Contains("inner.second_moment_sync_rounds") && Catch::Contains("must be 0 for sync"));
+  auto huge = ParseJobSpecYaml("name: s\nrounds: 3\ninner: {first_moment_sync_rounds: 2000000}\n", "job.yaml");
+  REQUIRE_FALSE(huge.ok());
+  CHECK_THAT(huge.status().message(), Catch::Contains("inner.first_moment_sync_rounds") && Catch::Contains("0..1000000"));
+  auto m_alone = ParseJobSpecYaml("name: s\nrounds: 3\ninner: {first_moment_sync_rounds: 4, second_moment_sync_rounds: 8}\n",
+                                  "job.yaml");
+  REQUIRE_FALSE(m_alone.ok());
+  CHECK_THAT(m_alone.status().message(), Catch::Contains("inner.first_moment_sync_rounds 4 must be a multiple of "
+                                                         "second_moment_sync_rounds 8"));
+}
+
 TEST_CASE("worker.exit_grace_s parses beside either kind of worker, unset it is the table's", "[job_spec][worker]") {
   auto command = ParseJobSpecYaml("name: x\nrounds: 2\nworker: {command: [python3, t.py], exit_grace_s: 0}\n", "job.yaml");
   REQUIRE(command.ok());

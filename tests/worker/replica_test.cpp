@@ -325,3 +325,85 @@ TEST_CASE("region_agent: A checkpoint restores theta and the outer state", "[rep
   auto bad = restored[0]->replica->RestoreCheckpoint(dir / "missing.safetensors");
   CHECK(!bad.ok());
 }
+
+namespace {
+
+std::vector<float> Copy(std::span<const float> s) { return {s.begin(), s.end()}; }
+
+// The largest |a - b| relative to max(|b|, floor).
+double MaxRelativeError(std::span<const float> a, std::span<const float> b, double floor) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::abs(double{a[i]} - b[i]) / std::max(std::abs(double{b[i]}), floor));
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("region_agent: inner moments due in a round are replaced by their mean over the regions (DES-LOC)",
+          "[replica][moments]") {
+  // Two identical sets of regions; `twin` keeps its moments its own, so its
+  // round-1 moments are what `des` averaged (the same steps from the same theta).
+  std::vector<std::unique_ptr<SimRegion>> des, twin;
+  for (uint32_t i = 0; i < 3; ++i) {
+    twin.push_back(std::make_unique<SimRegion>(i, 3, ls::SyncKind::kDiLoCo));
+    des.push_back(std::make_unique<SimRegion>(i, 3, ls::SyncKind::kDiLoCo));
+    des.back()->options.moment_sync = {.first_moment_sync_rounds = 2, .second_moment_sync_rounds = 1};
+    des.back()->Rebuild();
+  }
+  auto d1 = RunRound(des, 1);
+  auto t1 = RunRound(twin, 1);
+  for (size_t i = 0; i < 3; ++i) REQUIRE(d1[i].ok());
+  for (size_t i = 0; i < 3; ++i) REQUIRE(t1[i].ok());
+  auto m = [](auto& r) { return r->trainer->optimizer().first_moment(); };
+  auto v = [](auto& r) { return r->trainer->optimizer().second_moment(); };
+  std::vector<float> mean(v(twin[0]).size(), 0.0f);
+  for (auto& r : twin)
+    for (size_t j = 0; j < mean.size(); ++j) mean[j] += v(r)[j] / 3.0f;
+  // Round 1: v is due (every round): every region holds the same mean, to bf16's precision.
+  for (size_t i = 0; i < 3; ++i) CHECK(std::equal(v(des[i]).begin(), v(des[i]).end(), v(des[0]).begin()));
+  double largest = 0;
+  for (float x : mean) largest = std::max(largest, double{x});
+  CHECK(MaxRelativeError(v(des[0]), mean, 1e-3 * largest) < 0.02);
+  CHECK(MaxRelativeError(v(twin[0]), mean, 1e-3 * largest) > 0.1);  // the regions' own moments did differ
+  // m is not due (every 2 rounds): each region keeps its own, bit for bit.
+  for (size_t i = 0; i < 3; ++i) CHECK(std::equal(m(des[i]).begin(), m(des[i]).end(), m(twin[i]).begin()));
+  CHECK(!std::equal(m(des[0]).begin(), m(des[0]).end(), m(des[1]).begin()));
+  // The moment's bytes count: 3 regions in a ring send 2 x 2/3 of the vector, 2 bytes a value.
+  const uint64_t extra = d1[0]->wan_bytes_sent - t1[0]->wan_bytes_sent;
+  const uint64_t n = v(des[0]).size();
+  CHECK(extra >= n * 2 * 2 * 2 / 3);
+  CHECK(extra <= n * 2 * 2 * 2 / 3 + 1024);
+  CHECK(d1[0]->param_hash == d1[1]->param_hash);
+  for (auto& r : des) r->replica->Commit();
+
+  // Round 2: both are due; a rollback restores the round's starting moments.
+  const std::vector<float> m1 = Copy(m(des[0])), v1 = Copy(v(des[0]));
+  auto d2 = RunRound(des, 2);
+  for (size_t i = 0; i < 3; ++i) REQUIRE(d2[i].ok());
+  for (size_t i = 0; i < 3; ++i) CHECK(std::equal(m(des[i]).begin(), m(des[i]).end(), m(des[0]).begin()));
+  CHECK(!std::equal(v1.begin(), v1.end(), v(des[0]).begin()));
+  for (auto& r : des) r->replica->Rollback();
+  CHECK(std::equal(m1.begin(), m1.end(), m(des[0]).begin()));
+  CHECK(std::equal(v1.begin(), v1.end(), v(des[0]).begin()));
+}
+
+TEST_CASE("region_agent: averaging inner moments is refused where it cannot run, naming why", "[replica][moments]") {
+  SimRegion region(0, 1, ls::SyncKind::kSync);
+  lw::ReplicaOptions o = region.options;
+  o.moment_sync.second_moment_sync_rounds = 3;
+  auto sync = lw::RegionReplica::Create(o, region.trainer->model().params(), *region.group, region.adam.get());
+  REQUIRE(!sync.ok());
+  CHECK_THAT(sync.status().message(), Catch::Contains("kind sync does not average the inner moments"));
+  o.schedule.kind = ls::SyncKind::kDiLoCo;
+  auto no_state = lw::RegionReplica::Create(o, region.trainer->model().params(), *region.group, nullptr);
+  REQUIRE(!no_state.ok());
+  CHECK_THAT(no_state.status().message(),
+             Catch::Contains("second moment across regions, and the worker gave 0 optimizer state"));
+  o.moment_sync.first_moment_sync_rounds = 4;  // m without v in rounds 4, 8, ...
+  auto m_alone = lw::RegionReplica::Create(o, region.trainer->model().params(), *region.group, region.adam.get());
+  REQUIRE(!m_alone.ok());
+  CHECK_THAT(m_alone.status().message(), Catch::Contains("must be a multiple of second_moment_sync_rounds 3"));
+  o.moment_sync.first_moment_sync_rounds = 6;
+  CHECK(lw::RegionReplica::Create(o, region.trainer->model().params(), *region.group, region.adam.get()).ok());
+}

@@ -42,11 +42,14 @@ Status ParseInner(const v1::InnerOptimizer& in, uint32_t rounds, JobConfig& job)
   job.inner.beta1 = static_cast<float>(in.beta1());
   job.inner.beta2 = static_cast<float>(in.beta2());
   job.inner.warmup_steps = in.warmup_steps();
+  job.moment_sync.first_moment_sync_rounds = in.first_moment_sync_rounds();
+  job.moment_sync.second_moment_sync_rounds = in.second_moment_sync_rounds();
   job.batch_size = static_cast<int>(in.batch_size());
   if (job.batch_size < 1 || job.batch_size > 65536) {
     return InvalidArgument("spec.inner.batch_size must be in [1, 65536], got " + std::to_string(job.batch_size));
   }
   job.inner.total_steps = std::max<uint64_t>(1, uint64_t{rounds} * job.schedule.inner_steps);
+  LONGHAUL_RETURN_IF_ERROR(job.moment_sync.Validate().WithContext("spec.inner"));
   return job.inner.Validate().WithContext("spec.inner");
 }
 

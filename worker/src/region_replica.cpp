@@ -44,6 +44,21 @@ Result<std::unique_ptr<RegionReplica>> RegionReplica::Create(ReplicaOptions opti
   }
   auto schedule = sync_policies::SyncSchedule::Create(options.schedule);
   if (!schedule.ok()) return schedule.status();
+  LONGHAUL_RETURN_IF_ERROR(options.moment_sync.Validate());
+  if (options.moment_sync.enabled()) {
+    const sync_policies::SyncKindTraits& kind = (*schedule)->traits();
+    if (!kind.uses_outer_optimizer) {
+      return InvalidArgument("replica of region " + options.region + ": kind " + std::string(kind.name) +
+                             " does not average the inner moments (only the kinds with an outer step do)");
+    }
+    const size_t held = inner == nullptr ? 0 : inner->SharedState().size();
+    if (held < options.moment_sync.buffers_needed()) {
+      return InvalidArgument("replica of region " + options.region + ": the job averages the inner optimizer's " +
+                             sync_policies::MomentSyncOptions::BufferName(options.moment_sync.buffers_needed() - 1) +
+                             " across regions, and the worker gave " + std::to_string(held) +
+                             " optimizer state buffer(s)");
+    }
+  }
   std::unique_ptr<RegionReplica> r(new RegionReplica(std::move(options), local, group, inner, std::move(*schedule)));
   for (uint32_t f = 0; f < r->layout_.fragments(); ++f) {
     sync_policies::OuterOptimizerOptions outer = r->options_.outer;
@@ -262,6 +277,39 @@ Status RegionReplica::AverageBuffers(Round& r) {
   return Status::Ok();
 }
 
+Status RegionReplica::AverageInnerMoments(Round& r) {
+  if (!options_.moment_sync.enabled() || inner_ == nullptr) return Status::Ok();
+  std::vector<std::span<float>> state = inner_->SharedState();
+  const Deadline deadline = DeadlineAfter(options_.collective_timeout);
+  for (size_t b = 0; b < state.size(); ++b) {
+    if (!options_.moment_sync.Due(b, r.inputs.round)) continue;
+    const char* name = sync_policies::MomentSyncOptions::BufferName(b);
+    if (state[b].size() != local_.size()) {
+      return Internal(std::string("inner ") + name + " of " + std::to_string(state[b].size()) + " floats for " +
+                      std::to_string(local_.size()) + " parameters");
+    }
+    // The region's workers hold the same moments: each carries its pieces
+    // over its ring, the region all-gathers the means.
+    for (uint32_t f = 0; f < layout_.fragments(); ++f) {
+      const ShardPiece p = layout_.Piece(f);
+      std::vector<float> piece(state[b].begin() + static_cast<std::ptrdiff_t>(p.begin),
+                               state[b].begin() + static_cast<std::ptrdiff_t>(p.end));
+      const auto t0 = SteadyClock::now();
+      sync_policies::CollectiveStats stats;
+      const Status reduce =
+          sync_policies::AllReduceMean(*r.link, piece, {.codec = sync_policies::Codec::kBf16}, deadline, &stats);
+      r.result.comm_seconds += SecondsSince(t0);
+      r.result.wan_bytes_sent += stats.bytes_sent;
+      LONGHAUL_ASSIGN_OR_RETURN(bool all_reduced, AllRanksOk(group_, reduce.ok()));
+      if (!reduce.ok()) return reduce.WithContext(std::string("cross-region mean of the inner ") + name);
+      if (!all_reduced)
+        return Aborted("another worker of region " + options_.region + " failed its all-reduce of the inner " + name);
+      LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, f, piece, state[b]));
+    }
+  }
+  return Status::Ok();
+}
+
 void RegionReplica::DrainInFlight() {
   if (!in_flight_) return;
   (void)in_flight_->done.get();  // bounded by its deadline
@@ -353,6 +401,10 @@ Result<RoundResult> RegionReplica::EndRound(const ValidationFn& validation) {
     }
   }
   if (Status s = AverageBuffers(r); !s.ok()) {
+    AbandonRound();
+    return s;
+  }
+  if (Status s = AverageInnerMoments(r); !s.ok()) {
     AbandonRound();
     return s;
   }

@@ -173,6 +173,7 @@ Status Session::Start(std::span<float> params, StartOptions options) {
     r.collective_timeout = options_.collective_timeout;
     r.tensors = start_.tensors;
     r.buffers = start_.buffers;
+    r.moment_sync = config_.moment_sync;
     worker::InnerState* inner = start_.inner;
     if (!start_.optimizer_state.empty()) {
       if (inner != nullptr) return InvalidArgument("give the inner optimizer's state as InnerState or as buffers, not both");

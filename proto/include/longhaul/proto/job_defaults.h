@@ -38,6 +38,8 @@ inline constexpr double kInnerBeta1 = 0.9;
 inline constexpr double kInnerBeta2 = 0.95;
 inline constexpr uint32_t kInnerWarmupSteps = 0;
 inline constexpr uint32_t kInnerBatchSize = 8;
+inline constexpr uint32_t kInnerFirstMomentSyncRounds = 0;   // never: each region keeps its own m
+inline constexpr uint32_t kInnerSecondMomentSyncRounds = 0;  // never: each region keeps its own v
 
 // Outer optimizer: DiLoCo's Nesterov lr 0.7, momentum 0.9.
 inline constexpr char kOuterName[] = "nesterov";

@@ -90,9 +90,11 @@ LH_API int lh_session_start(lh_session* s, float* params, uint64_t num_params);
  *   every region (fp32), so the replicas, and their hash, stay identical.
  * - the inner optimizer's state: optimizer_state[0..num_optimizer_state) each
  *   point to num_params floats the caller's optimizer updates in place (e.g.
- *   AdamW's two moments). They are restored with the parameters when a round
- *   rolls back and sent to a region that joins a sync job. A step counter
- *   stays the caller's: set it from lh_session_job_step after every event.
+ *   AdamW's two moments, the first moment first). They are restored with the
+ *   parameters when a round rolls back, sent to a region that joins a sync
+ *   job, and averaged across regions when the job's
+ *   inner.{first,second}_moment_sync_rounds say so. A step counter stays the
+ *   caller's: set it from lh_session_job_step after every event.
  * NULL optimizer_state with 0 entries: none. */
 LH_API int lh_session_start_model(lh_session* s, float* params, uint64_t num_params, uint64_t num_buffers,
                                   float* const* optimizer_state, uint64_t num_optimizer_state);

@@ -24,6 +24,7 @@
 #include "longhaul/trainer/data.h"
 #include "longhaul/trainer/model.h"
 #include "longhaul/trainer/optimizer.h"
+#include "longhaul/sync_policies/moment_sync.h"
 #include "longhaul/v1/control.pb.h"
 
 namespace longhaul::worker {
@@ -52,6 +53,7 @@ struct JobConfig {
   trainer::DataOptions data;
   // As the spec gives them: the orchestrator filled the defaults table at admission.
   trainer::AdamWOptions inner;
+  sync_policies::MomentSyncOptions moment_sync;  // inner.*_moment_sync_rounds
   sync_policies::OuterOptimizerOptions outer;
   sync_policies::CompressionOptions compression;
   sync_policies::ScheduleOptions schedule;     // kind "" -> diloco; H 0 -> 50

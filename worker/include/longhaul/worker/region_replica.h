@@ -44,6 +44,11 @@
 // round; every kind but local) they are averaged over every worker of every
 // region in fp32 and written to theta and the local copy, so the replicas stay
 // identical and the parameter hash covers them.
+//
+// Inner moments (ReplicaOptions::moment_sync, diloco kinds only): at the end of
+// a round whose number is a multiple of a moment's period, the inner state's
+// buffer (InnerState::SharedState: 0 = m, 1 = v) is replaced by its mean over
+// the round's regions (moment_sync.h); a rollback restores it with the rest.
 #pragma once
 
 #include <cstdint>
@@ -62,6 +67,7 @@
 #include "longhaul/sync_policies/cross_region.h"
 #include "longhaul/sync_policies/guard.h"
 #include "longhaul/sync_policies/link.h"
+#include "longhaul/sync_policies/moment_sync.h"
 #include "longhaul/sync_policies/outer_optimizer.h"
 #include "longhaul/sync_policies/schedule.h"
 #include "longhaul/trainer/checkpoint.h"
@@ -83,7 +89,8 @@ class InnerState {
   // The state every region must hold alike when all take the same inner steps
   // (kind sync: AdamW's moments), as buffers of the parameters' length; a
   // joining region receives them from the bootstrap region. Empty: nothing to
-  // share (a joining region then starts from fresh optimizer state).
+  // share (a joining region then starts from fresh optimizer state). First the
+  // first moment, then the second: moment_sync averages them by that order.
   virtual std::vector<std::span<float>> SharedState() { return {}; }
 };
 
@@ -99,6 +106,8 @@ struct ReplicaOptions {
   std::vector<trainer::TensorView> tensors;
   // The flat vector's last `buffers` floats are model buffers (see above).
   size_t buffers = 0;
+  // Periods of the cross-region averaging of the inner moments (see above).
+  sync_policies::MomentSyncOptions moment_sync;
 };
 
 struct RoundInputs {
@@ -222,6 +231,8 @@ class RegionReplica {
   void DrainInFlight();
   // Round end: the model buffers' mean over every worker of every region.
   Status AverageBuffers(Round& r);
+  // Round end: the inner moments due this round, replaced by their mean over the regions.
+  Status AverageInnerMoments(Round& r);
   // Where the model buffers start in the flat vector.
   size_t buffers_begin() const { return local_.size() - options_.buffers; }
   std::vector<trainer::TensorView> Tensors() const;
