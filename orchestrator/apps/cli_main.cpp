@@ -109,6 +109,21 @@ int main(int argc, char** argv) {
   up->add_option("--allow-working-dir", up_options.allow_working_dirs,
                  "a folder your jobs' worker.working_dir may name (repeatable; default the current folder)");
   DownOptions down_options;
+  PlanRequest plan_request;
+  auto* plan = app.add_subcommand("plan", "predict compute utilisation of the candidate schedules on a link, and pick one");
+  plan->add_option("--params", plan_request.params, "model parameters (e.g. 1e9)")->required()->check(CLI::Range(1.0, 1e15));
+  plan->add_option("--step-time", plan_request.step_seconds, "seconds of compute per inner step in a region")
+      ->required()->check(CLI::Range(1e-6, 1e6));
+  plan->add_option("--regions", plan_request.regions, "regions (default 2)")->check(CLI::Range(2, 64));
+  plan->add_option("--bandwidth-gbit", plan_request.bandwidth_gbit, "the slowest WAN link's bandwidth, Gbit/s")
+      ->required()->check(CLI::Range(1e-6, 1e6));
+  plan->add_option("--rtt-ms", plan_request.rtt_ms, "its round-trip time in ms (default 0)")->check(CLI::Range(0.0, 1e6));
+  plan->add_option("--target-cu", plan_request.target_cu, "compute utilisation to reach (default 0.95)")
+      ->check(CLI::Range(0.01, 1.0));
+  plan->add_option("--layers", plan_request.layers, "layers, with --layerwise (default 1)")->check(CLI::Range(1, 100000));
+  plan->add_flag("--layerwise", plan_request.layerwise,
+                 "model exchanges that leave layer by layer during the backward pass (the Streaming DiLoCo paper's "
+                 "simulator); longhaul's own leave at the step's end");
   auto* down = app.add_subcommand("down", "stop the local cluster `longhaul up` started (and nothing else)");
   down->add_option("--dir", down_options.dir, "the cluster's folder (default ~/.longhaul/up)");
   down->add_flag("--keep", down_options.keep, "keep the folder (logs, state) after stopping");
@@ -141,6 +156,7 @@ int main(int argc, char** argv) {
     return RunUp(up_options);
   }
   if (*down) return RunDown(down_options);
+  if (*plan) return CliPlan(ctx, plan_request);
   if (*demo) {
     if (demo_options.bin_dir.empty()) demo_options.bin_dir = DefaultBinDir(argv[0]);
     if (demo_options.examples_dir.empty()) demo_options.examples_dir = LONGHAUL_EXAMPLES_DIR;

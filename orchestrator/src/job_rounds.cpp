@@ -74,7 +74,15 @@ void Orchestrator::StartAttempt(Job& job) {
     job.waiting_reason = reason;
     return;
   }
-  auto plan = PlanRound(ms.participants, links_, job.payload_bytes, options_.schedule);
+  const auto& sync = job.rec.spec.sync();
+  const auto kind = proto::SyncKindOf(sync);
+  RoundShape shape{.payload_bytes = job.payload_bytes,
+                   .kind = kind.ok() ? *kind : sync_policies::SyncKind::kDiLoCo,
+                   .inner_steps = sync.inner_steps(),
+                   .fragments = sync.fragments(),
+                   .overlap_steps = sync.overlap_steps(),
+                   .step_seconds = job.step_seconds};
+  auto plan = PlanRound(ms.participants, links_, shape, options_.schedule);
   RoundSchedule schedule;
   if (plan.ok()) {
     schedule = std::move(plan).value();
@@ -92,7 +100,6 @@ void Orchestrator::StartAttempt(Job& job) {
   a.participants = schedule.ring;
   a.joining = ms.joining;
   // Admission validated the kind; were it unknown, the hashes are compared.
-  const auto kind = proto::SyncKindOf(job.rec.spec.sync());
   a.replicas_identical = !kind.ok() || sync_policies::Traits(*kind).replicas_identical;
   a.started = clock_.Now();
   a.deadline = a.started + options_.timeouts.round;
@@ -171,11 +178,16 @@ void Orchestrator::CommitAttempt(Job& job, const RoundDecision& d) {
   job.attempt.reset();
   CommittedRound c = SummarizeCommit(a, d.param_hash, clock_.UnixSeconds());
   const uint32_t m = static_cast<uint32_t>(a.participants.size());
+  const uint32_t steps = std::max(1u, job.rec.spec.sync().inner_steps());
   if (job.payload_bytes == 0 && m > 1) {
     uint64_t sent = 0;
     for (const auto& [_, r] : a.reports) sent = std::max<uint64_t>(sent, r.wan_bytes_sent());
-    job.payload_bytes = sent * m / (2 * (m - 1));  // a ring all-reduce sends 2(M-1)/M of the payload
+    // A ring all-reduce sends 2(M-1)/M of the payload; kind sync sends one per step.
+    const auto kind = proto::SyncKindOf(job.rec.spec.sync());
+    const uint32_t exchanges = kind.ok() && *kind == sync_policies::SyncKind::kSync ? steps : 1;
+    job.payload_bytes = sent * m / (2 * (m - 1)) / exchanges;
   }
+  if (c.compute_seconds > 0) job.step_seconds = c.compute_seconds / steps;
   JobRecord before = job.rec;
   std::vector<JobMember> members_before = job.members;
   job.rec.last_committed_round = a.round;

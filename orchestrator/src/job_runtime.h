@@ -32,7 +32,8 @@ struct Orchestrator::Job {
   Clock::TimePoint restored_at{};
   bool restored = false;             // loaded from the store, regions not all confirmed yet
   std::string waiting_reason;
-  uint64_t payload_bytes = 0;        // one region's compressed pseudo-gradient
+  uint64_t payload_bytes = 0;        // one region's compressed exchange of the whole vector
+  double step_seconds = 0;           // compute per inner step in the last committed round (0 = none yet)
   double loss_floor = 0;
   double last_predicted = 0, last_actual = 0, last_val_loss = 0, last_round_wall = 0;
   std::string last_hash;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "longhaul/sync_policies/cu_model.h"
 #include "longhaul/sync_policies/ring_order.h"
 
 namespace longhaul::orchestrator {
@@ -18,10 +19,26 @@ LinkEstimate LinkTable::Get(const std::string& from, const std::string& to) cons
   return e;
 }
 
-double PredictRingAllReduceSeconds(int m, double payload_bytes, double bottleneck, double rtt) {
-  if (m < 2) return 0;
-  const double transfer = bottleneck > 0 ? 2.0 * (m - 1) / m * payload_bytes / bottleneck : 0;
-  return transfer + (m - 1) * rtt;
+double PredictRoundCommSeconds(int m, const RoundShape& shape, double bottleneck, double rtt) {
+  using sync_policies::PlanKind;
+  using sync_policies::SyncKind;
+  if (m < 2 || shape.payload_bytes == 0 || bottleneck <= 0 || shape.kind == SyncKind::kLocal) return 0;
+  const bool sync = shape.kind == SyncKind::kSync;
+  const sync_policies::PlanSchedule schedule{
+      .kind = sync ? PlanKind::kDataParallel
+                   : shape.kind == SyncKind::kStreamingDiLoCo ? PlanKind::kStreamingDiLoCo : PlanKind::kDiLoCo,
+      .inner_steps = std::max(1u, shape.inner_steps),
+      .fragments = shape.kind == SyncKind::kStreamingDiLoCo ? std::max(1u, shape.fragments) : 1,
+      .overlap_steps = shape.kind == SyncKind::kStreamingDiLoCo ? shape.overlap_steps : 0,
+      .bits_per_value = 8,  // one "value" per payload byte
+      .layerwise = false,   // longhaul exchanges whole vectors (fragments) after the step
+  };
+  const sync_policies::ComputeProfile compute{static_cast<double>(shape.payload_bytes), 1,
+                                              std::max(shape.step_seconds, 1e-9)};
+  auto e = sync_policies::PredictRound(compute, {static_cast<uint32_t>(m), bottleneck * 8, rtt}, schedule);
+  if (!e.ok()) return 0;
+  // The model's data-parallel round is one step; a sync job's round is H of them.
+  return e->stall_seconds * (sync ? std::max(1u, shape.inner_steps) : 1);
 }
 
 uint32_t ConnectionsForLink(double bytes_per_second, double rtt_seconds, const ScheduleOptions& o) {
@@ -32,7 +49,7 @@ uint32_t ConnectionsForLink(double bytes_per_second, double rtt_seconds, const S
 }
 
 Result<RoundSchedule> PlanRound(const std::vector<std::string>& participants, const LinkTable& links,
-                                uint64_t payload_bytes, const ScheduleOptions& o) {
+                                const RoundShape& shape, const ScheduleOptions& o) {
   RoundSchedule s;
   const int m = static_cast<int>(participants.size());
   if (m == 0) return InvalidArgument("cannot schedule a round without participants");
@@ -81,8 +98,7 @@ Result<RoundSchedule> PlanRound(const std::vector<std::string>& participants, co
   s.connections_per_link = conns;
   s.bottleneck_bytes_per_second = all_known ? bottleneck : 0;
   s.rtt_seconds = rtt;
-  if (all_known && payload_bytes > 0)
-    s.predicted_comm_seconds = PredictRingAllReduceSeconds(m, static_cast<double>(payload_bytes), bottleneck, rtt);
+  if (all_known) s.predicted_comm_seconds = PredictRoundCommSeconds(m, shape, bottleneck, rtt);
   char buf[256];
   std::snprintf(buf, sizeof(buf), "; bottleneck %.2f MB/s, rtt %.0f ms, %u connection(s) per link, predicted %.3f s",
                 s.bottleneck_bytes_per_second / 1e6, rtt * 1e3, conns, s.predicted_comm_seconds);

@@ -159,8 +159,30 @@ TEST_CASE("reports from another epoch, round, job or region are refused", "[roun
   CHECK_FALSE(AcceptReport(a, Report("b", "")).ok());
 }
 
-TEST_CASE("the scheduler predicts ring time and sizes connections from the BDP", "[scheduler]") {
-  CHECK(PredictRingAllReduceSeconds(3, 3e6, 1e6, 0.1) == Approx(2.0 * 2 / 3 * 3 + 2 * 0.1));
+TEST_CASE("the scheduler predicts each kind's WAN wait per round", "[scheduler]") {
+  using longhaul::sync_policies::SyncKind;
+  const double ring = 2.0 * 2 / 3 * 3 + 2 * 0.1;  // 3 MB over 3 regions at 1 MB/s, 2 round trips of 100 ms
+  RoundShape diloco{.payload_bytes = 3'000'000, .kind = SyncKind::kDiLoCo, .inner_steps = 50};
+  CHECK(PredictRoundCommSeconds(3, diloco, 1e6, 0.1) == Approx(ring));
+  diloco.step_seconds = 1;  // the exchange follows the round's last step: nothing hides it
+  CHECK(PredictRoundCommSeconds(3, diloco, 1e6, 0.1) == Approx(ring));
+  // Synchronous data parallelism: one all-reduce after each of the H steps.
+  const RoundShape sync{.payload_bytes = 3'000'000, .kind = SyncKind::kSync, .inner_steps = 50};
+  CHECK(PredictRoundCommSeconds(3, sync, 1e6, 0.1) == Approx(50 * ring));
+  // Streaming DiLoCo: P fragments of S/P, each hidden by tau steps of measured compute.
+  RoundShape streaming{.payload_bytes = 3'000'000, .kind = SyncKind::kStreamingDiLoCo, .inner_steps = 50,
+                       .fragments = 5, .overlap_steps = 0};
+  const double fragment = ring / 5 + 0.8 * 0.2;  // a fifth of the bytes, the same round trips
+  CHECK(PredictRoundCommSeconds(3, streaming, 1e6, 0.1) == Approx(5 * fragment));
+  streaming.overlap_steps = 2;
+  streaming.step_seconds = 1;
+  CHECK(PredictRoundCommSeconds(3, streaming, 1e6, 0.1) == 0);
+  CHECK(PredictRoundCommSeconds(3, {.payload_bytes = 3'000'000, .kind = SyncKind::kLocal}, 1e6, 0.1) == 0);
+  CHECK(PredictRoundCommSeconds(1, diloco, 1e6, 0.1) == 0);
+  CHECK(PredictRoundCommSeconds(3, {.kind = SyncKind::kDiLoCo}, 1e6, 0.1) == 0);  // payload not known yet
+}
+
+TEST_CASE("the scheduler sizes connections from the BDP and predicts the round on the chosen ring", "[scheduler]") {
   ScheduleOptions o;
   o.bytes_in_flight_per_connection = 1e6;
   CHECK(ConnectionsForLink(25e6, 0.1, o) == 3);   // 2.5 MB in flight
@@ -173,14 +195,16 @@ TEST_CASE("the scheduler predicts ring time and sizes connections from the BDP",
     links.SetLink(x, y, {bw, 0.04});
     links.SetLink(y, x, {bw, 0.04});
   }
-  auto s = PlanRound({"a", "b", "c"}, links, 3'000'000, o);
+  const RoundShape shape{.payload_bytes = 3'000'000, .inner_steps = 20};
+  auto s = PlanRound({"a", "b", "c"}, links, shape, o);
   REQUIRE(s.ok());
   CHECK(s->ring.size() == 3);
   CHECK(s->bottleneck_bytes_per_second == Approx(10e6));
-  CHECK(s->predicted_comm_seconds == Approx(PredictRingAllReduceSeconds(3, 3e6, 10e6, 0.04)));
+  CHECK(s->predicted_comm_seconds == Approx(PredictRoundCommSeconds(3, shape, 10e6, 0.04)));
+  CHECK(s->predicted_comm_seconds == Approx(2.0 * 2 / 3 * 3e6 / 10e6 + 2 * 0.04));
   CHECK_THAT(s->reason, Catch::Contains("predicted"));
   LinkTable empty;
-  auto u = PlanRound({"a", "b"}, empty, 0, o);
+  auto u = PlanRound({"a", "b"}, empty, RoundShape{}, o);
   REQUIRE(u.ok());
   CHECK(u->predicted_comm_seconds == 0);
   CHECK(u->ring == std::vector<std::string>{"a", "b"});
@@ -194,7 +218,7 @@ TEST_CASE("the ring avoids a slow link when a four-region ring can", "[scheduler
       if (std::string(x) != y) links.SetLink(x, y, {50e6, 0.02});
   links.SetLink("a", "b", {1e6, 0.02});
   links.SetLink("b", "a", {1e6, 0.02});
-  auto s = PlanRound({"a", "b", "c", "d"}, links, 1'000'000);
+  auto s = PlanRound({"a", "b", "c", "d"}, links, RoundShape{.payload_bytes = 1'000'000});
   REQUIRE(s.ok());
   CHECK(s->bottleneck_bytes_per_second == Approx(50e6));
 }

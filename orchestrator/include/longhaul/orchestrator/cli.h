@@ -55,6 +55,20 @@ int CliRegions(const CliContext& ctx);
 int CliRemoveRegion(const CliContext& ctx, const std::string& region, bool force);
 int CliKeysGen(const CliContext& ctx, const std::string& dir, const std::string& name);
 
+// `longhaul plan`: no orchestrator needed; the model's size and step time, the
+// WAN's bottleneck link, and the CU the user wants (sync_policies/planner.h).
+struct PlanRequest {
+  double params = 0;
+  uint32_t layers = 1;
+  double step_seconds = 0;
+  uint32_t regions = 2;
+  double bandwidth_gbit = 0;
+  double rtt_ms = 0;
+  double target_cu = 0.95;
+  bool layerwise = false;  // exchanges overlap the backward pass layer by layer (the paper's simulator)
+};
+int CliPlan(const CliContext& ctx, const PlanRequest& request);
+
 // Rendering (cli_render.cpp).
 std::string RenderJobStatus(const v1::JobStatus& status, bool color);
 std::string RenderJobTable(const v1::JobList& jobs);

@@ -5,8 +5,11 @@
 //   - the ring order (sync_policies::ChooseRingOrder: widest bottleneck),
 //   - connections per link, enough to keep the bandwidth-delay product in
 //     flight: ceil(bandwidth * RTT / bytes_in_flight_per_connection),
-//   - the predicted communication time of one ring all-reduce of S bytes over
-//     M regions: 2(M-1)/M * S / bottleneck + (M-1) * RTT,
+//   - the predicted communication time of the round: how long its compute
+//     waits for the WAN, from sync_policies' CU model (cu_model.h: each ring
+//     all-reduce of S bytes over M regions takes 2(M-1)/M * S / bottleneck +
+//     (M-1) * RTT; kind sync does one per inner step, diloco one per round,
+//     streaming_diloco one per fragment, hidden by tau steps of compute),
 // and says why in a human-readable reason.
 #pragma once
 
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "longhaul/common/status.h"
+#include "longhaul/sync_policies/sync_kind.h"
 
 namespace longhaul::orchestrator {
 
@@ -55,12 +59,22 @@ struct RoundSchedule {
   std::string reason;
 };
 
-double PredictRingAllReduceSeconds(int regions, double payload_bytes, double bottleneck_bytes_per_second,
-                                   double rtt_seconds);
+// What a round exchanges and how long its compute takes.
+struct RoundShape {
+  uint64_t payload_bytes = 0;  // one region's compressed exchange of the whole vector (0 = unknown)
+  sync_policies::SyncKind kind = sync_policies::SyncKind::kDiLoCo;
+  uint32_t inner_steps = 1;
+  uint32_t fragments = 1, overlap_steps = 0;  // streaming_diloco
+  double step_seconds = 0;     // measured compute per inner step (0 = unknown: nothing is hidden)
+};
+
+// Seconds the round's compute waits for the WAN (0 when a region is alone or
+// nothing is known, and for kind local).
+double PredictRoundCommSeconds(int regions, const RoundShape& shape, double bottleneck_bytes_per_second,
+                               double rtt_seconds);
 uint32_t ConnectionsForLink(double bytes_per_second, double rtt_seconds, const ScheduleOptions& options);
 
-// `payload_bytes`: compressed bytes of one region's pseudo-gradient (0 = unknown).
 Result<RoundSchedule> PlanRound(const std::vector<std::string>& participants, const LinkTable& links,
-                                uint64_t payload_bytes, const ScheduleOptions& options = {});
+                                const RoundShape& shape, const ScheduleOptions& options = {});
 
 }  // namespace longhaul::orchestrator

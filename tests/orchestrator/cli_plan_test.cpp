@@ -1,0 +1,37 @@
+// `longhaul plan` (CliPlan): the table, the JSON document, bad input.
+#include <catch2/catch.hpp>
+
+#include <sstream>
+
+#include "longhaul/orchestrator/cli.h"
+
+using namespace longhaul::orchestrator;
+
+TEST_CASE("cli: plan prints every candidate with its prediction and marks the one to run", "[cli][plan]") {
+  std::ostringstream out, err;
+  CliContext ctx;
+  ctx.out = &out;
+  ctx.err = &err;
+  const PlanRequest r{.params = 1e9, .step_seconds = 0.1, .regions = 3, .bandwidth_gbit = 1, .rtt_ms = 80};
+  REQUIRE(CliPlan(ctx, r) == kExitOk);
+  const std::string text = out.str();
+  CHECK_THAT(text, Catch::Contains("sync fp32 (data parallel)") && Catch::Contains("(below target)"));
+  CHECK_THAT(text, Catch::Contains("\n* ") && Catch::Contains("\nplan: "));
+  std::ostringstream json;
+  ctx.out = &json;
+  ctx.json = true;
+  REQUIRE(CliPlan(ctx, r) == kExitOk);
+  CHECK_THAT(json.str(), Catch::StartsWith("{\"target_cu\":0.95,\"candidates\":[{\"name\":\"sync fp32 (data parallel)\""));
+  CHECK_THAT(json.str(), Catch::Contains("\"meets_target\":true") && Catch::Contains("\"reason\":"));
+}
+
+TEST_CASE("cli: plan refuses a plan it cannot model, as a usage error", "[cli][plan]") {
+  std::ostringstream out, err;
+  CliContext ctx;
+  ctx.out = &out;
+  ctx.err = &err;
+  PlanRequest r{.params = 1e9, .step_seconds = 0.1, .regions = 2, .bandwidth_gbit = 1};
+  r.regions = 1;
+  CHECK(CliPlan(ctx, r) == kExitUsage);
+  CHECK_THAT(err.str(), Catch::Contains("longhaul: ") && Catch::Contains("at least 2 regions"));
+}
