@@ -188,15 +188,8 @@ Status RegionReplica::AllReduceGradients(std::span<float> grad) {
                            " is not finite at inner step " + std::to_string(step));
   }
   if (!all_finite) return Aborted("another worker of region " + options_.region + " has a non-finite gradient");
-  const auto t0 = SteadyClock::now();
-  sync_policies::CollectiveStats stats;
-  const Status reduce = sync_policies::AllReduceMean(*r.link, piece, options_.compression,
-                                                     DeadlineAfter(options_.collective_timeout), &stats, &feedback_[0]);
-  r.result.comm_seconds += SecondsSince(t0);
-  r.result.wan_bytes_sent += stats.bytes_sent;
-  LONGHAUL_ASSIGN_OR_RETURN(bool all_reduced, AllRanksOk(group_, reduce.ok()));
-  if (!reduce.ok()) return reduce.WithContext("cross-region gradient all-reduce at inner step " + std::to_string(step));
-  if (!all_reduced) return Aborted("another worker of region " + options_.region + " failed its gradient all-reduce");
+  LONGHAUL_RETURN_IF_ERROR(MeanAcrossRegions(r, piece, options_.compression, DeadlineAfter(options_.collective_timeout),
+                                             "gradient all-reduce at inner step " + std::to_string(step), &feedback_[0]));
   LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, 0, piece, grad));
   r.gradients_averaged = true;
   return Status::Ok();
@@ -257,6 +250,20 @@ Status RegionReplica::FinishFragmentSync(RoundResult& result, double alpha) {
   return sync_policies::MixFragment(mine, global, alpha);
 }
 
+Status RegionReplica::MeanAcrossRegions(Round& r, std::span<float> piece,
+                                        const sync_policies::CompressionOptions& compression, Deadline deadline,
+                                        const std::string& what, sync_policies::ErrorFeedback* feedback) {
+  const auto t0 = SteadyClock::now();
+  sync_policies::CollectiveStats stats;
+  const Status reduce = sync_policies::AllReduceMean(*r.link, piece, compression, deadline, &stats, feedback);
+  r.result.comm_seconds += SecondsSince(t0);
+  r.result.wan_bytes_sent += stats.bytes_sent;
+  LONGHAUL_ASSIGN_OR_RETURN(bool all_reduced, AllRanksOk(group_, reduce.ok()));
+  if (!reduce.ok()) return reduce.WithContext("cross-region " + what);
+  if (!all_reduced) return Aborted("another worker of region " + options_.region + " failed its cross-region " + what);
+  return Status::Ok();
+}
+
 Status RegionReplica::AverageBuffers(Round& r) {
   if (options_.buffers == 0 || !schedule_->traits().replicas_identical) return Status::Ok();
   std::span<float> mine = local_.subspan(buffers_begin());
@@ -264,15 +271,8 @@ Status RegionReplica::AverageBuffers(Round& r) {
   // carries the whole (small) buffer vector over its own ring: identical inputs
   // in a region, identical results everywhere.
   LONGHAUL_RETURN_IF_ERROR(group_.AllReduceMean(mine).WithContext("intra-region mean of the model buffers"));
-  const auto t0 = SteadyClock::now();
-  sync_policies::CollectiveStats stats;
-  const Status reduce = sync_policies::AllReduceMean(*r.link, mine, {.codec = sync_policies::Codec::kFp32},
-                                                     DeadlineAfter(options_.collective_timeout), &stats);
-  r.result.comm_seconds += SecondsSince(t0);
-  r.result.wan_bytes_sent += stats.bytes_sent;
-  LONGHAUL_ASSIGN_OR_RETURN(bool all_reduced, AllRanksOk(group_, reduce.ok()));
-  if (!reduce.ok()) return reduce.WithContext("cross-region mean of the model buffers");
-  if (!all_reduced) return Aborted("another worker of region " + options_.region + " failed its buffer all-reduce");
+  LONGHAUL_RETURN_IF_ERROR(MeanAcrossRegions(r, mine, {.codec = sync_policies::Codec::kFp32},
+                                             DeadlineAfter(options_.collective_timeout), "mean of the model buffers"));
   std::copy(mine.begin(), mine.end(), theta_.begin() + static_cast<std::ptrdiff_t>(buffers_begin()));
   return Status::Ok();
 }
@@ -294,16 +294,8 @@ Status RegionReplica::AverageInnerMoments(Round& r) {
       const ShardPiece p = layout_.Piece(f);
       std::vector<float> piece(state[b].begin() + static_cast<std::ptrdiff_t>(p.begin),
                                state[b].begin() + static_cast<std::ptrdiff_t>(p.end));
-      const auto t0 = SteadyClock::now();
-      sync_policies::CollectiveStats stats;
-      const Status reduce =
-          sync_policies::AllReduceMean(*r.link, piece, {.codec = sync_policies::Codec::kBf16}, deadline, &stats);
-      r.result.comm_seconds += SecondsSince(t0);
-      r.result.wan_bytes_sent += stats.bytes_sent;
-      LONGHAUL_ASSIGN_OR_RETURN(bool all_reduced, AllRanksOk(group_, reduce.ok()));
-      if (!reduce.ok()) return reduce.WithContext(std::string("cross-region mean of the inner ") + name);
-      if (!all_reduced)
-        return Aborted("another worker of region " + options_.region + " failed its all-reduce of the inner " + name);
+      LONGHAUL_RETURN_IF_ERROR(MeanAcrossRegions(r, piece, {.codec = sync_policies::Codec::kBf16}, deadline,
+                                                 std::string("mean of the inner ") + name));
       LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, f, piece, state[b]));
     }
   }

@@ -229,6 +229,12 @@ class RegionReplica {
   // fragment and the (mixed) local fragment. Time spent waiting is comm time.
   Status FinishFragmentSync(RoundResult& result, double alpha);
   void DrainInFlight();
+  // This worker's piece of a vector every worker of the region holds alike,
+  // replaced by its mean over the round's regions (the worker's ring). Counts
+  // the time and bytes in the round; fails unless every worker of the region
+  // succeeded. `what` names the exchange in errors.
+  Status MeanAcrossRegions(Round& r, std::span<float> piece, const sync_policies::CompressionOptions& compression,
+                           Deadline deadline, const std::string& what, sync_policies::ErrorFeedback* feedback = nullptr);
   // Round end: the model buffers' mean over every worker of every region.
   Status AverageBuffers(Round& r);
   // Round end: the inner moments due this round, replaced by their mean over the regions.
