@@ -115,8 +115,10 @@ int main(int argc, char** argv) {
   plan->add_option("--step-time", plan_request.step_seconds, "seconds of compute per inner step in a region")
       ->required()->check(CLI::Range(1e-6, 1e6));
   plan->add_option("--regions", plan_request.regions, "regions (default 2)")->check(CLI::Range(2, 64));
+  std::string plan_job;
+  plan->add_option("job", plan_job, "a job spec (YAML): plan on the orchestrator's measured links for its regions");
   plan->add_option("--bandwidth-gbit", plan_request.bandwidth_gbit, "the slowest WAN link's bandwidth, Gbit/s")
-      ->required()->check(CLI::Range(1e-6, 1e6));
+      ->check(CLI::Range(1e-6, 1e6));
   plan->add_option("--rtt-ms", plan_request.rtt_ms, "its round-trip time in ms (default 0)")->check(CLI::Range(0.0, 1e6));
   plan->add_option("--target-cu", plan_request.target_cu, "compute utilisation to reach (default 0.95)")
       ->check(CLI::Range(0.01, 1.0));
@@ -156,7 +158,7 @@ int main(int argc, char** argv) {
     return RunUp(up_options);
   }
   if (*down) return RunDown(down_options);
-  if (*plan) return CliPlan(ctx, plan_request);
+  if (*plan) return plan_job.empty() ? CliPlan(ctx, plan_request) : CliPlanJob(ctx, plan_job, plan_request);
   if (*demo) {
     if (demo_options.bin_dir.empty()) demo_options.bin_dir = DefaultBinDir(argv[0]);
     if (demo_options.examples_dir.empty()) demo_options.examples_dir = LONGHAUL_EXAMPLES_DIR;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "longhaul/common/join.h"
 #include "longhaul/orchestrator/job_spec.h"
 
 namespace longhaul::orchestrator {
@@ -15,12 +16,6 @@ std::string WhyNot(const RegionHealth& r, uint32_t workers_needed) {
   if (r.workers != 0 && r.workers < workers_needed)
     return r.name + " has " + std::to_string(r.workers) + " worker slots, job needs " + std::to_string(workers_needed);
   return "";
-}
-
-std::string Join(const std::vector<std::string>& v, const char* sep = ", ") {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
-  return s;
 }
 
 }  // namespace

@@ -139,7 +139,15 @@ void Orchestrator::Handle(const std::string& identity, const v1::ControlMessage&
     case B::kListRegions: {
       v1::ControlMessage reply;
       auto* list = reply.mutable_list_regions_reply();
-      for (auto& info : registry_.Describe()) *list->add_regions() = std::move(info);
+      for (auto& info : registry_.Describe()) {
+        for (const auto& [peer, e] : links_.MeasuredFrom(info.region())) {
+          auto* l = info.add_links();
+          l->set_peer(peer);
+          l->set_bytes_per_second(e.bytes_per_second);
+          l->set_rtt_seconds(e.rtt_seconds);
+        }
+        *list->add_regions() = std::move(info);
+      }
       return Reply(identity, msg, std::move(reply));
     }
     default: {

@@ -3,14 +3,10 @@
 #include <algorithm>
 #include <chrono>
 
+#include "longhaul/common/join.h"
+
 namespace longhaul::orchestrator {
 namespace {
-
-std::string Join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-  return s;
-}
 
 std::string Prefix(const RoundAttempt& a) {
   return "round " + std::to_string(a.round) + " epoch " + std::to_string(a.epoch) + ": ";

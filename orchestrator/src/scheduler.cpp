@@ -19,26 +19,38 @@ LinkEstimate LinkTable::Get(const std::string& from, const std::string& to) cons
   return e;
 }
 
-double PredictRoundCommSeconds(int m, const RoundShape& shape, double bottleneck, double rtt) {
+std::map<std::string, LinkEstimate> LinkTable::MeasuredFrom(const std::string& region) const {
+  std::map<std::string, LinkEstimate> out;
+  for (auto it = links_.lower_bound({region, ""}); it != links_.end() && it->first.first == region; ++it)
+    out[it->first.second] = it->second;
+  return out;
+}
+
+sync_policies::PlanSchedule PlanScheduleOf(const RoundShape& shape, double bits_per_value) {
   using sync_policies::PlanKind;
   using sync_policies::SyncKind;
-  if (m < 2 || shape.payload_bytes == 0 || bottleneck <= 0 || shape.kind == SyncKind::kLocal) return 0;
-  const bool sync = shape.kind == SyncKind::kSync;
-  const sync_policies::PlanSchedule schedule{
-      .kind = sync ? PlanKind::kDataParallel
-                   : shape.kind == SyncKind::kStreamingDiLoCo ? PlanKind::kStreamingDiLoCo : PlanKind::kDiLoCo,
+  const bool streaming = shape.kind == SyncKind::kStreamingDiLoCo;
+  return {
+      .kind = shape.kind == SyncKind::kSync ? PlanKind::kDataParallel
+              : streaming                   ? PlanKind::kStreamingDiLoCo
+                                            : PlanKind::kDiLoCo,
       .inner_steps = std::max(1u, shape.inner_steps),
-      .fragments = shape.kind == SyncKind::kStreamingDiLoCo ? std::max(1u, shape.fragments) : 1,
-      .overlap_steps = shape.kind == SyncKind::kStreamingDiLoCo ? shape.overlap_steps : 0,
-      .bits_per_value = 8,  // one "value" per payload byte
-      .layerwise = false,   // longhaul exchanges whole vectors (fragments) after the step
+      .fragments = streaming ? std::max(1u, shape.fragments) : 1,
+      .overlap_steps = streaming ? shape.overlap_steps : 0,
+      .bits_per_value = bits_per_value,
+      .layerwise = false,  // longhaul exchanges whole vectors (fragments) after the step
   };
+}
+
+double PredictRoundCommSeconds(int m, const RoundShape& shape, double bottleneck, double rtt) {
+  if (m < 2 || shape.payload_bytes == 0 || bottleneck <= 0 || shape.kind == sync_policies::SyncKind::kLocal) return 0;
+  // One "value" per payload byte.
   const sync_policies::ComputeProfile compute{static_cast<double>(shape.payload_bytes), 1,
                                               std::max(shape.step_seconds, 1e-9)};
-  auto e = sync_policies::PredictRound(compute, {static_cast<uint32_t>(m), bottleneck * 8, rtt}, schedule);
+  auto e = sync_policies::PredictRound(compute, {static_cast<uint32_t>(m), bottleneck * 8, rtt}, PlanScheduleOf(shape, 8));
   if (!e.ok()) return 0;
   // The model's data-parallel round is one step; a sync job's round is H of them.
-  return e->stall_seconds * (sync ? std::max(1u, shape.inner_steps) : 1);
+  return e->stall_seconds * (shape.kind == sync_policies::SyncKind::kSync ? std::max(1u, shape.inner_steps) : 1);
 }
 
 uint32_t ConnectionsForLink(double bytes_per_second, double rtt_seconds, const ScheduleOptions& o) {

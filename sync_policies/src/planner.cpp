@@ -15,9 +15,9 @@ std::string Percent(double x) {
 
 }  // namespace
 
-double WireBitsPerValue(Codec codec) {
+double WireBitsPerValue(Codec codec, size_t block_size) {
   const CodecTraits& t = Traits(codec);
-  return t.bits_per_value + (t.uses_blocks ? 32.0 / static_cast<double>(CompressionOptions{}.block_size) : 0.0);
+  return t.bits_per_value + (t.uses_blocks && block_size > 0 ? 32.0 / static_cast<double>(block_size) : 0.0);
 }
 
 std::vector<PlanCandidate> CandidateSchedules(bool layerwise) {

@@ -21,7 +21,8 @@ TEST_CASE("cli: plan prints every candidate with its prediction and marks the on
   ctx.out = &json;
   ctx.json = true;
   REQUIRE(CliPlan(ctx, r) == kExitOk);
-  CHECK_THAT(json.str(), Catch::StartsWith("{\"target_cu\":0.95,\"candidates\":[{\"name\":\"sync fp32 (data parallel)\""));
+  CHECK_THAT(json.str(), Catch::StartsWith("{\"target_cu\":0.95,\"regions\":3,\"bandwidth_gbit\":1,\"rtt_ms\":80,"
+                                           "\"candidates\":[{\"name\":\"sync fp32 (data parallel)\""));
   CHECK_THAT(json.str(), Catch::Contains("\"meets_target\":true") && Catch::Contains("\"reason\":"));
 }
 
@@ -34,4 +35,8 @@ TEST_CASE("cli: plan refuses a plan it cannot model, as a usage error", "[cli][p
   r.regions = 1;
   CHECK(CliPlan(ctx, r) == kExitUsage);
   CHECK_THAT(err.str(), Catch::Contains("longhaul: ") && Catch::Contains("at least 2 regions"));
+  r.regions = 2;
+  r.bandwidth_gbit = 0;  // neither a link nor a job file to measure one
+  CHECK(CliPlan(ctx, r) == kExitUsage);
+  CHECK_THAT(err.str(), Catch::Contains("plan needs --bandwidth-gbit"));
 }

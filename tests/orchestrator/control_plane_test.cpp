@@ -1,9 +1,11 @@
 // The real longhaul-orchestrator binary with CURVE, driven by fake agents
 // (threads) and the real `longhaul` CLI binary.
 #include <catch2/catch.hpp>
+
 #include <sys/stat.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "harness.h"
@@ -146,6 +148,53 @@ TEST_CASE("a 3-region job runs to completion through the real orchestrator, CLI 
   CHECK_THAT(metrics, Catch::Contains("longhaul_jobs{state=\"succeeded\"} 1"));
   CHECK_THAT(metrics, Catch::Contains("longhaul_regions{state=\"up\"} 3"));
   CHECK_THAT(metrics, Catch::Contains("longhaul_wan_bytes_total{codec=\"int8\",job=\"" + job + "\"}"));
+}
+
+TEST_CASE("plan JOB.yaml predicts on the links the orchestrator measured for the job's regions", "[control_plane][cli]") {
+  Cluster c("cp-plan");
+  c.StartOrchestrator();
+  c.StartAgents(30ms);
+  const fs::path job = c.WriteJob(5);
+  const orchestrator::PlanRequest request{.params = 1e9, .step_seconds = 0.1};
+  // Regions up, links not measured yet: the plan says so instead of guessing.
+  std::ostringstream out, err;
+  int rc = orchestrator::CliPlanJob(c.Cli(&out, &err), job.string(), request);
+  CHECK(rc == orchestrator::kExitFailed);
+  CHECK_THAT(out.str(), Catch::Contains("no link measurements between eu-west, us-east, ap-south"));
+
+  // Every pair measured (bytes/s, s); every 3-region ring crosses the 50 Mbit/s pair.
+  const std::map<std::pair<std::string, std::string>, std::pair<double, double>> pairs = {
+      {{"eu-west", "us-east"}, {12.5e6, 0.04}}, {{"us-east", "ap-south"}, {6.25e6, 0.08}},
+      {{"eu-west", "ap-south"}, {25e6, 0.06}}};
+  for (auto& agent : c.agents) {
+    std::vector<v1::LinkSample> links;
+    for (const auto& [ends, m] : pairs) {
+      const std::string& me = agent->region();
+      if (me != ends.first && me != ends.second) continue;
+      v1::LinkSample l;
+      l.set_peer(me == ends.first ? ends.second : ends.first);
+      l.set_bytes_per_second(m.first);
+      l.set_rtt_seconds(m.second);
+      links.push_back(l);
+    }
+    agent->ReportLinks(links);
+  }
+  const auto measured = std::chrono::steady_clock::now() + 10s;
+  for (;;) {  // until the reports have arrived
+    out.str("");
+    rc = orchestrator::CliPlanJob(c.Cli(&out, &err), job.string(), request);
+    if (rc == 0 || std::chrono::steady_clock::now() > measured) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  INFO(out.str() << err.str());
+  REQUIRE(rc == 0);
+  CHECK_THAT(out.str(), Catch::Contains("\"regions\":3,\"bandwidth_gbit\":0.05,\"rtt_ms\":80,\"ring\":["));
+  CHECK_THAT(out.str(), Catch::Contains("\"job\":{\"name\":\"\\\"itest\\\": diloco H=5 int8\""));
+  CHECK_THAT(out.str(), Catch::Contains("\"chosen\":"));
+  // The regions listing carries the measurements too.
+  std::string regions;
+  CHECK(RunCommand(kBin + "/longhaul" + c.CliFlags() + " --output json regions", &regions) == 0);
+  CHECK_THAT(regions, Catch::Contains("\"peer\":\"ap-south\"") && Catch::Contains("\"rtt_seconds\":0.08"));
 }
 
 TEST_CASE("a silent region is dropped mid-job and the job finishes with the survivors", "[control_plane]") {

@@ -60,6 +60,11 @@ Status FakeAgent::last_error() const {
   return last_error_;
 }
 
+void FakeAgent::ReportLinks(std::vector<v1::LinkSample> links) {
+  std::lock_guard<std::mutex> l(mu_);
+  links_to_report_ = std::move(links);
+}
+
 void FakeAgent::Loop() {
   auto next_hb = std::chrono::steady_clock::now();
   auto next_register = next_hb;
@@ -77,6 +82,18 @@ void FakeAgent::Loop() {
       m.mutable_register_region()->set_data_host("127.0.0.1");
       (void)client_->Send(m);
       next_register = now + std::chrono::milliseconds(500);
+    }
+    if (registered_) {
+      v1::ControlMessage m;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        for (auto& s : links_to_report_) *m.mutable_link_report()->add_links() = std::move(s);
+        links_to_report_.clear();
+      }
+      if (m.has_link_report()) {
+        m.mutable_link_report()->set_region(o_.region);
+        (void)client_->Send(m);
+      }
     }
     if (registered_ && now >= next_hb) {
       v1::ControlMessage m;

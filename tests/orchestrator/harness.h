@@ -51,7 +51,10 @@ class FakeAgent {
   ~FakeAgent();
   void Silence() { silent_ = true; }
   void SetBadHash(bool bad) { bad_hash_ = bad; }
+  // Sends these link measurements in a LinkReport once registered.
+  void ReportLinks(std::vector<v1::LinkSample> links);
   bool registered() const { return registered_; }
+  const std::string& region() const { return o_.region; }
   // Rounds this agent saw committed, in order (a round twice = applied twice).
   std::vector<uint32_t> committed() const;
   std::set<std::string> stopped_jobs() const;
@@ -73,6 +76,7 @@ class FakeAgent {
     std::chrono::steady_clock::time_point due;
   };
   std::vector<Pending> pending_;
+  std::vector<v1::LinkSample> links_to_report_;  // guarded by mu_
   std::thread thread_;
 };
 

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <thread>
 
+#include "cli_request.h"
 #include "longhaul/common/random_token.h"
 #include "longhaul/orchestrator/cli.h"
 #include "longhaul/orchestrator/control_client.h"
@@ -46,6 +47,12 @@ Result<v1::ControlMessage> Request(const CliContext& ctx, v1::ControlMessage req
   LONGHAUL_ASSIGN_OR_RETURN(auto client, Connect(ctx));
   return client->Call(std::move(req));
 }
+
+}  // namespace
+
+Result<v1::ControlMessage> CliRequest(const CliContext& ctx, v1::ControlMessage req) { return Request(ctx, std::move(req)); }
+
+namespace {
 
 // 128 random bits: unique per submit without coordination.
 std::string RandomIdempotencyKey() { return "cli-" + RandomToken(); }

@@ -68,6 +68,11 @@ struct PlanRequest {
   bool layerwise = false;  // exchanges overlap the backward pass layer by layer (the paper's simulator)
 };
 int CliPlan(const CliContext& ctx, const PlanRequest& request);
+// With a job file: the link is the orchestrator's measured one for the job's
+// regions (its ring's bottleneck and largest RTT; bandwidth_gbit, rtt_ms and
+// regions of `request` are replaced), and the job's own schedule is predicted
+// beside the candidates.
+int CliPlanJob(const CliContext& ctx, const std::string& job_file, PlanRequest request);
 
 // Rendering (cli_render.cpp).
 std::string RenderJobStatus(const v1::JobStatus& status, bool color);

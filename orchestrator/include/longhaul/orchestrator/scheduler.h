@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "longhaul/common/status.h"
+#include "longhaul/sync_policies/cu_model.h"
 #include "longhaul/sync_policies/sync_kind.h"
 
 namespace longhaul::orchestrator {
@@ -37,6 +38,8 @@ class LinkTable {
   void SetRegionRate(const std::string& region, double bytes_per_second) { region_rate_[region] = bytes_per_second; }
   // Direct measurement if any, else the slower of the two regions' rates.
   LinkEstimate Get(const std::string& from, const std::string& to) const;
+  // The links measured from `region`, by peer.
+  std::map<std::string, LinkEstimate> MeasuredFrom(const std::string& region) const;
 
  private:
   std::map<std::pair<std::string, std::string>, LinkEstimate> links_;
@@ -67,6 +70,10 @@ struct RoundShape {
   uint32_t fragments = 1, overlap_steps = 0;  // streaming_diloco
   double step_seconds = 0;     // measured compute per inner step (0 = unknown: nothing is hidden)
 };
+
+// The CU model's schedule for a round of this shape (kind local: as diloco,
+// though it exchanges nothing), whole vectors at the step's end.
+sync_policies::PlanSchedule PlanScheduleOf(const RoundShape& shape, double bits_per_value);
 
 // Seconds the round's compute waits for the WAN (0 when a region is alone or
 // nothing is known, and for kind local).

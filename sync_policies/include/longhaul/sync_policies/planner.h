@@ -36,8 +36,9 @@ struct PlanDecision {
 // The candidate table, in order of preference (layerwise: see cu_model.h).
 std::vector<PlanCandidate> CandidateSchedules(bool layerwise);
 
-// Bits per value on the wire for `codec` at the default block size (scales included).
-double WireBitsPerValue(Codec codec);
+// Bits per value on the wire for `codec`, one fp32 scale per `block_size`
+// values for the block codecs.
+double WireBitsPerValue(Codec codec, size_t block_size = 256);
 
 Result<PlanDecision> ChoosePlan(const ComputeProfile& compute, const WanProfile& wan, double target_cu,
                                 bool layerwise = false);
