@@ -164,7 +164,8 @@ v1::JobSpec SpecFor(const Row& row, const Point& point, uint32_t seed, const Pla
   const Policy& p = row.policy;
   v1::JobSpec s = orchestrator::DefaultJobSpec();
   s.set_name(row.setting.Name() + " / " + p.Name() + " / seed " + std::to_string(seed));  // the point: in the log
-  s.set_model_preset(o.preset);
+  s.set_model_preset(o.preset);  // both spellings: DefaultJobSpec names tiny in worker.preset
+  s.mutable_worker()->mutable_builtin()->set_preset(o.preset);
   s.set_seed(seed);
   s.clear_regions();
   for (uint32_t i = 0; i < row.setting.regions; ++i) s.add_regions(region_names.at(i));

@@ -12,6 +12,12 @@
 // cross-region sync at all): its utilisation is the ceiling that everything
 // except the WAN allows on this machine; each configuration is also printed as
 // a ratio to it.
+//
+// The CU model (sync_policies/cu_model.h, docs/planning.md) is checked on the
+// same rounds: the orchestrator predicts each round's WAN wait from the links
+// it measured and the step time of the last round; "predicted" is the in-round
+// utilisation with the measured comm time replaced by that prediction (over
+// the rounds it could predict: from round 2, with measured links).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -45,15 +51,25 @@ struct Options {
 
 struct Figures {
   double compute = 0, round_wall = 0, job_wall = 0;
+  // Over the rounds with a prediction: compute, measured wall, wall with the predicted comm time.
+  double predicted_compute = 0, measured_wall = 0, predicted_wall = 0;
   double in_round() const { return round_wall > 0 ? compute / round_wall : 0; }
   double end_to_end() const { return job_wall > 0 ? compute / job_wall : 0; }
+  bool predicted() const { return predicted_wall > 0; }
+  double predicted_in_round() const { return predicted() ? predicted_compute / predicted_wall : 0; }
+  double measured_in_round() const { return measured_wall > 0 ? predicted_compute / measured_wall : 0; }
 };
 
-Figures Measure(const bench::E2eRun& run) {
+Figures Measure(const bench::E2eRun& run, bool has_wan) {
   Figures f;
   for (const auto& r : run.rounds) {
     f.compute += r.compute_seconds;
     f.round_wall += r.wall_seconds;
+    // Round 1: the orchestrator knows no step time yet (and maybe no link).
+    if (has_wan && (r.round == 1 || r.predicted_comm_seconds <= 0)) continue;
+    f.predicted_compute += r.compute_seconds;
+    f.measured_wall += r.wall_seconds;
+    f.predicted_wall += r.wall_seconds - r.comm_seconds + r.predicted_comm_seconds;
   }
   f.job_wall = run.status.wall_seconds();
   return f;
@@ -62,7 +78,8 @@ Figures Measure(const bench::E2eRun& run) {
 v1::JobSpec SpecFor(const Config& c, const Options& o, const std::vector<orch::LocalRegion>& regions) {
   v1::JobSpec s = orch::DefaultJobSpec();
   s.set_name("utilisation " + c.label);
-  s.set_model_preset(o.preset);
+  s.set_model_preset(o.preset);  // both spellings: DefaultJobSpec names tiny in worker.preset
+  s.mutable_worker()->mutable_builtin()->set_preset(o.preset);
   s.clear_regions();
   for (const auto& r : regions) s.add_regions(r.name);
   s.set_region_count(static_cast<uint32_t>(regions.size()));
@@ -106,7 +123,7 @@ int main(int argc, char** argv) {
   std::printf("preset %s, %u regions over linkem links:", o.preset.c_str(), o.regions);
   for (const auto& r : co.regions) std::printf(" %s %.0f Mbit/s %.0f ms", r.name.c_str(), r.rate_mbit, r.delay_ms);
   std::printf("\n\n| configuration | rounds | inner steps | compute | in-round utilisation | end-to-end utilisation | "
-              "vs local |\n|---|---|---|---|---|---|---|\n");
+              "vs local | CU model: predicted vs measured (rounds it predicted) |\n|---|---|---|---|---|---|---|---|\n");
   double ceiling = 0;
   for (const auto& c : configs) {
     Options per = o;
@@ -117,11 +134,16 @@ int main(int argc, char** argv) {
                    (*cluster)->log_dir().c_str());
       return 1;
     }
-    const Figures f = Measure(*run);
+    const Figures f = Measure(*run, c.kind != SyncKind::kLocal);
     if (c.kind == SyncKind::kLocal) ceiling = f.end_to_end();
-    std::printf("| %s | %u | %u | %s | %.1f%% | %.1f%% | %.2fx |\n", c.label.c_str(), per.rounds, per.rounds * c.h,
+    char model[96] = "-";
+    if (c.kind != SyncKind::kLocal && f.predicted()) {
+      std::snprintf(model, sizeof(model), "%.1f%% vs %.1f%% (%+.1f pp)", 100 * f.predicted_in_round(),
+                    100 * f.measured_in_round(), 100 * (f.predicted_in_round() - f.measured_in_round()));
+    }
+    std::printf("| %s | %u | %u | %s | %.1f%% | %.1f%% | %.2fx | %s |\n", c.label.c_str(), per.rounds, per.rounds * c.h,
                 orch::HumanSeconds(f.compute).c_str(), 100 * f.in_round(), 100 * f.end_to_end(),
-                ceiling > 0 ? f.end_to_end() / ceiling : 0.0);
+                ceiling > 0 ? f.end_to_end() / ceiling : 0.0, model);
     std::fflush(stdout);
   }
   return 0;
