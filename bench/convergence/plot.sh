@@ -26,17 +26,17 @@ fi
 joined=$(IFS=,; echo "${plots[*]}")
 
 gnuplot <<GP
-set terminal pngcairo size 1150,560 font ",11"
+set terminal pngcairo size 1200,900 font ",11"
 set output '$dir/convergence.png'
 set datafile separator "\t"
 set datafile commentschars "#"
-set title "bench\\\_convergence: validation loss vs WAN bytes ($setting, equal compute)"
+set title "bench_convergence: validation loss vs WAN bytes ($setting, equal compute)" noenhanced
 set xlabel "cumulative WAN bytes sent (all regions)"
 set ylabel "validation loss (nats/byte)"
 set logscale x
 set format x "10^{%L}"
 set grid
-set key outside right top
+set key outside center bottom vertical maxrows 9 font ",10"
 plot $joined
 GP
 echo "wrote $dir/convergence.png"
