@@ -15,7 +15,10 @@ LinkEstimate LinkTable::Get(const std::string& from, const std::string& to) cons
   LinkEstimate e;
   if (it != links_.end()) e.rtt_seconds = it->second.rtt_seconds;
   auto a = region_rate_.find(from), b = region_rate_.find(to);
-  if (a != region_rate_.end() && b != region_rate_.end()) e.bytes_per_second = std::min(a->second, b->second);
+  if (a != region_rate_.end() && b != region_rate_.end()) {
+    e.bytes_per_second = std::min(a->second, b->second);
+    e.rate_includes_latency = true;
+  }
   return e;
 }
 
@@ -101,6 +104,7 @@ Result<RoundSchedule> PlanRound(const std::vector<std::string>& participants, co
     if (e.bytes_per_second <= 0) all_known = false;
     else bottleneck = bottleneck == 0 ? e.bytes_per_second : std::min(bottleneck, e.bytes_per_second);
     rtt = std::max(rtt, e.rtt_seconds);
+    s.rate_includes_latency = s.rate_includes_latency || e.rate_includes_latency;
   }
   if (rtt <= 0) rtt = o.assumed_rtt_seconds;
   for (int k = 0; k < m; ++k) {
@@ -110,10 +114,14 @@ Result<RoundSchedule> PlanRound(const std::vector<std::string>& participants, co
   s.connections_per_link = conns;
   s.bottleneck_bytes_per_second = all_known ? bottleneck : 0;
   s.rtt_seconds = rtt;
-  if (all_known) s.predicted_comm_seconds = PredictRoundCommSeconds(m, shape, bottleneck, rtt);
-  char buf[256];
-  std::snprintf(buf, sizeof(buf), "; bottleneck %.2f MB/s, rtt %.0f ms, %u connection(s) per link, predicted %.3f s",
-                s.bottleneck_bytes_per_second / 1e6, rtt * 1e3, conns, s.predicted_comm_seconds);
+  // A rate measured over whole exchanges already holds their round trips.
+  if (all_known)
+    s.predicted_comm_seconds = PredictRoundCommSeconds(m, shape, bottleneck, s.rate_includes_latency ? 0 : rtt);
+  char buf[300];
+  std::snprintf(buf, sizeof(buf), "; bottleneck %.2f MB/s%s, rtt %.0f ms, %u connection(s) per link, predicted %.3f s",
+                s.bottleneck_bytes_per_second / 1e6,
+                s.rate_includes_latency ? " (a region's rate over whole exchanges: latency included)" : "", rtt * 1e3,
+                conns, s.predicted_comm_seconds);
   s.reason = ring_reason + buf;
   return s;
 }

@@ -203,6 +203,22 @@ TEST_CASE("the scheduler sizes connections from the BDP and predicts the round o
   CHECK(s->predicted_comm_seconds == Approx(PredictRoundCommSeconds(3, shape, 10e6, 0.04)));
   CHECK(s->predicted_comm_seconds == Approx(2.0 * 2 / 3 * 3e6 / 10e6 + 2 * 0.04));
   CHECK_THAT(s->reason, Catch::Contains("predicted"));
+  // Only regions' exchange rates known: their latency is in the rate, not added again.
+  LinkTable rates;
+  rates.SetRegionRate("a", 10e6);
+  rates.SetRegionRate("b", 5e6);
+  rates.SetRegionRate("c", 20e6);
+  for (auto [x, y] : {std::pair{"a", "b"}, {"b", "c"}, {"a", "c"}}) {
+    rates.SetLink(x, y, {0, 0.04});  // RTT samples only (small messages measure no bandwidth)
+    rates.SetLink(y, x, {0, 0.04});
+  }
+  auto r = PlanRound({"a", "b", "c"}, rates, shape, o);
+  REQUIRE(r.ok());
+  CHECK(r->rate_includes_latency);
+  CHECK(r->bottleneck_bytes_per_second == Approx(5e6));
+  CHECK(r->predicted_comm_seconds == Approx(2.0 * 2 / 3 * 3e6 / 5e6));
+  CHECK_THAT(r->reason, Catch::Contains("latency included"));
+  CHECK_FALSE(s->rate_includes_latency);
   LinkTable empty;
   auto u = PlanRound({"a", "b"}, empty, RoundShape{}, o);
   REQUIRE(u.ok());

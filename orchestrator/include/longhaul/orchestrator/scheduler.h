@@ -29,6 +29,9 @@ namespace longhaul::orchestrator {
 struct LinkEstimate {
   double bytes_per_second = 0;  // 0 = unknown
   double rtt_seconds = 0;       // 0 = unknown
+  // bytes_per_second is a region's rate over whole exchanges (RoundReport bytes
+  // / comm time), not the link's measured goodput: their latency is in it.
+  bool rate_includes_latency = false;
 };
 
 // Latest estimate per directed link, plus per-region rates as a fallback.
@@ -58,6 +61,7 @@ struct RoundSchedule {
   uint32_t connections_per_link = 1;
   double bottleneck_bytes_per_second = 0;  // 0 = unknown
   double rtt_seconds = 0;                  // largest RTT on the ring
+  bool rate_includes_latency = false;      // some ring link's rate is a region's exchange rate
   double predicted_comm_seconds = 0;       // 0 = not predictable yet
   std::string reason;
 };
