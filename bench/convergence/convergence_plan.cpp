@@ -1,7 +1,6 @@
 #include "convergence_plan.h"
 
-#include <cstdio>
-
+#include "longhaul/common/format_number.h"
 #include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/proto/wire_enums.h"
 
@@ -9,12 +8,6 @@ namespace longhaul::bench {
 namespace {
 
 using sync_policies::SyncKind;
-
-std::string Fmt(const char* f, double x) {
-  char b[64];
-  std::snprintf(b, sizeof(b), f, x);
-  return b;
-}
 
 const char* MethodName(Method m) {
   switch (m) {
@@ -47,7 +40,7 @@ std::string Policy::Name() const {
   std::string p = kind == SyncKind::kStreamingDiLoCo ? "Streaming DiLoCo" : "DiLoCo";
   p += " H=" + std::to_string(h) + " " + std::string(proto::CodecName(codec));
   if (kind == SyncKind::kStreamingDiLoCo) {
-    p += " P=" + std::to_string(fragments) + " tau=" + std::to_string(overlap_steps) + " alpha=" + Fmt("%.2g", mixing_alpha);
+    p += " P=" + std::to_string(fragments) + " tau=" + std::to_string(overlap_steps) + " alpha=" + FormatNumber("%.2g", mixing_alpha);
   }
   if (published_outer) p += " (published outer lr 0.7, momentum 0.9)";
   p += MethodName(method);
@@ -67,8 +60,8 @@ std::vector<Point> RowPoints(const Row& row, const PlanOptions& o) {
 }
 
 std::string Point::Name(bool sync) const {
-  std::string s = "inner lr " + Fmt("%g", inner_lr);
-  if (!sync) s += ", outer lr " + Fmt("%g", outer_lr) + " momentum " + Fmt("%g", outer_momentum);
+  std::string s = "inner lr " + FormatNumber("%g", inner_lr);
+  if (!sync) s += ", outer lr " + FormatNumber("%g", outer_lr) + " momentum " + FormatNumber("%g", outer_momentum);
   return s;
 }
 

@@ -2,19 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <sstream>
 
+#include "longhaul/common/format_number.h"
 #include "longhaul/orchestrator/cli.h"
 
 namespace longhaul::bench {
 namespace {
-
-std::string Fmt(const char* f, double x) {
-  char b[64];
-  std::snprintf(b, sizeof(b), f, x);
-  return b;
-}
 
 std::string RowKey(const Row& r) { return r.setting.Name() + " / " + r.policy.Name(); }
 std::string PointKey(const Row& r, const Point& p) { return RowKey(r) + " / " + p.Name(r.policy.is_sync()); }
@@ -118,11 +112,11 @@ std::string Table(const std::vector<RowSummary>& rows, const PlanOptions& o) {
     const RowSummary* base = BaselineOf(rows, r.row.setting.Name());
     const bool is_base = base == &r;
     t << "| " << r.row.setting.Name() << " | " << r.row.policy.Name() << " | " << b.point.Name(r.row.policy.is_sync())
-      << (r.best_on_edge ? " (edge of grid)" : "") << " | " << Fmt("%.4f", b.mean) << " ± " << Fmt("%.4f", b.stdev)
-      << " | " << (b.floor > 0 ? Fmt("%+.4f", b.mean - b.floor) : "-") << " | "
-      << (base && !is_base ? Fmt("%+.2f%%", 100 * (b.mean / base->Best().mean - 1)) : "-") << " | "
+      << (r.best_on_edge ? " (edge of grid)" : "") << " | " << FormatNumber("%.4f", b.mean) << " ± " << FormatNumber("%.4f", b.stdev)
+      << " | " << (b.floor > 0 ? FormatNumber("%+.4f", b.mean - b.floor) : "-") << " | "
+      << (base && !is_base ? FormatNumber("%+.2f%%", 100 * (b.mean / base->Best().mean - 1)) : "-") << " | "
       << orchestrator::HumanBytes(b.wan_bytes) << " | "
-      << (is_base ? "1x" : base && b.wan_bytes > 0 ? Fmt("%.0fx", base->Best().wan_bytes / b.wan_bytes) : "-") << " | "
+      << (is_base ? "1x" : base && b.wan_bytes > 0 ? FormatNumber("%.0fx", base->Best().wan_bytes / b.wan_bytes) : "-") << " | "
       << (r.wall_seconds ? orchestrator::HumanSeconds(*r.wall_seconds) : "-") << " |\n";
   }
   t << "\n";
@@ -130,12 +124,12 @@ std::string Table(const std::vector<RowSummary>& rows, const PlanOptions& o) {
     const TargetCheck c = CheckTarget(rows, setting);
     if (!c.present) continue;
     t << "Target (" << setting << "): DiLoCo H=50 int8 within 2% of the best-tuned synchronous baseline's validation "
-      << "loss with >= 100x fewer WAN bytes, mean over seeds: " << Fmt("%+.2f%%", 100 * c.gap) << ", "
-      << Fmt("%.0fx", c.reduction) << (c.met ? " -> met\n" : " -> not met\n");
+      << "loss with >= 100x fewer WAN bytes, mean over seeds: " << FormatNumber("%+.2f%%", 100 * c.gap) << ", "
+      << FormatNumber("%.0fx", c.reduction) << (c.met ? " -> met\n" : " -> not met\n");
     const TargetCheck m = ClosestWithMethod(rows, setting);
     if (m.present) {
-      t << "  closest with a method at >= 100x fewer bytes: " << m.policy << ": " << Fmt("%+.2f%%", 100 * m.gap) << ", "
-        << Fmt("%.0fx", m.reduction) << (m.met ? " -> met\n" : " -> not met\n");
+      t << "  closest with a method at >= 100x fewer bytes: " << m.policy << ": " << FormatNumber("%+.2f%%", 100 * m.gap) << ", "
+        << FormatNumber("%.0fx", m.reduction) << (m.met ? " -> met\n" : " -> not met\n");
     }
   }
   t << "\nEqual compute and tokens: " << o.total_steps << " inner steps per worker, batch " << o.batch << ", preset "
@@ -152,7 +146,7 @@ std::string SweepTsv(const std::vector<RunRecord>& runs) {
     const bool sync = r.row.policy.is_sync();
     o << r.row.setting.Name() << "\t" << r.row.policy.Name() << "\t" << r.point.inner_lr << "\t"
       << (sync ? 0 : r.point.outer_lr) << "\t" << (sync ? 0 : r.point.outer_momentum) << "\t" << r.seed << "\t"
-      << Fmt("%.6f", r.val_loss) << "\t" << Fmt("%.6f", r.loss_floor) << "\t" << r.wan_bytes << "\t" << r.rounds << "\n";
+      << FormatNumber("%.6f", r.val_loss) << "\t" << FormatNumber("%.6f", r.loss_floor) << "\t" << r.wan_bytes << "\t" << r.rounds << "\n";
   }
   return o.str();
 }

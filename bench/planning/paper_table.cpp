@@ -1,20 +1,15 @@
 #include "paper_table.h"
 
 #include <cmath>
-#include <cstdio>
 #include <sstream>
+
+#include "longhaul/common/format_number.h"
 
 namespace longhaul::bench {
 namespace {
 
 using sync_policies::PlanKind;
 using sync_policies::PlanSchedule;
-
-std::string Fmt(const char* f, double x) {
-  char b[64];
-  std::snprintf(b, sizeof(b), f, x);
-  return b;
-}
 
 }  // namespace
 
@@ -90,8 +85,8 @@ Result<std::string> Table4Markdown() {
     LONGHAUL_ASSIGN_OR_RETURN(auto ours, Predict(row));
     t << "| " << row.model << " | " << row.method;
     for (size_t i = 0; i < ours.size(); ++i) {
-      t << " | " << Fmt("%.1f", ours[i]) << " (" << Fmt("%.1f", row.paper_gbit[i]) << ", "
-        << Fmt("%+.0f%%", 100 * (ours[i] / row.paper_gbit[i] - 1)) << ")";
+      t << " | " << FormatNumber("%.1f", ours[i]) << " (" << FormatNumber("%.1f", row.paper_gbit[i]) << ", "
+        << FormatNumber("%+.0f%%", 100 * (ours[i] / row.paper_gbit[i] - 1)) << ")";
     }
     t << " |\n";
   }

@@ -1,7 +1,6 @@
 #include "command_job.h"
 
 #include <algorithm>
-#include <cstdio>
 
 namespace longhaul::bench {
 
@@ -31,12 +30,6 @@ double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
-}
-
-std::string Fmt(const char* format, double x) {
-  char b[64];
-  std::snprintf(b, sizeof(b), format, x);
-  return b;
 }
 
 }  // namespace longhaul::bench

@@ -29,7 +29,4 @@ void SetRegions(v1::JobSpec& spec, const std::vector<orchestrator::LocalRegion>&
 // Median of `v` (0 when empty); the upper middle for even sizes.
 double Median(std::vector<double> v);
 
-// printf-style formatting of one number.
-std::string Fmt(const char* format, double x);
-
 }  // namespace longhaul::bench

@@ -25,6 +25,7 @@
 
 #include "command_job.h"
 #include "e2e_run.h"
+#include "longhaul/common/format_number.h"
 #include "longhaul/orchestrator/cli.h"
 #include "longhaul/orchestrator/demo.h"
 #include "longhaul/orchestrator/job_spec.h"
@@ -34,7 +35,6 @@ using namespace longhaul;
 namespace orch = longhaul::orchestrator;
 using longhaul::sync_policies::SyncKind;
 namespace fs = std::filesystem;
-using bench::Fmt;
 
 namespace {
 
@@ -47,7 +47,7 @@ struct Policy {
   std::string Label() const {
     if (kind == SyncKind::kSync) return "sync fp32 (baseline)";
     std::string l = "DiLoCo H=" + std::to_string(h) + " " + std::string(proto::CodecName(codec));
-    if (show_momentum) l += ", outer momentum " + Fmt("%g", outer_momentum);
+    if (show_momentum) l += ", outer momentum " + FormatNumber("%g", outer_momentum);
     return l;
   }
 };
@@ -96,7 +96,7 @@ Result<std::vector<Policy>> Plan(const Options& o) {
 
 v1::JobSpec SpecFor(const Policy& p, double lr, const Options& o, const std::vector<orch::LocalRegion>& regions) {
   v1::JobSpec s = orch::DefaultJobSpec();
-  s.set_name("pytorch " + p.Label() + " lr " + Fmt("%g", lr));
+  s.set_name("pytorch " + p.Label() + " lr " + FormatNumber("%g", lr));
   bench::SetRegions(s, regions);
   s.set_seed(1);
   s.set_checkpoint_interval(0);
@@ -154,7 +154,7 @@ std::string Table(const std::vector<Policy>& plan, const std::vector<Run>& runs,
     if (b->policy.kind == SyncKind::kSync) sync = b;
   std::ostringstream t;
   t << "| policy | rounds | best inner lr | val loss | val loss at lr";
-  for (double lr : o.lrs) t << " " << Fmt("%g", lr);
+  for (double lr : o.lrs) t << " " << FormatNumber("%g", lr);
   t << " | vs sync | WAN bytes | reduction | wall |\n|---|---|---|---|---|---|---|---|---|\n";
   for (const Run* b : best) {
     const auto& s = b->run.status;
@@ -163,21 +163,21 @@ std::string Table(const std::vector<Policy>& plan, const std::vector<Run>& runs,
       for (const auto& r : runs)
         if (r.policy.Label() == b->policy.Label() && r.lr == lr) {
           if (!sweep.empty()) sweep += " / ";
-          sweep += Fmt("%.4f", r.run.status.val_loss());
+          sweep += FormatNumber("%.4f", r.run.status.val_loss());
         }
     const bool is_sync = b == sync;
     const double gap = sync ? s.val_loss() / sync->run.status.val_loss() - 1 : NAN;
     const double reduction = sync && s.wan_bytes() > 0 ? static_cast<double>(sync->run.status.wan_bytes()) /
                                                              static_cast<double>(s.wan_bytes())
                                                        : NAN;
-    t << "| " << b->policy.Label() << " | " << s.total_rounds() << " | " << Fmt("%g", b->lr) << " | "
-      << Fmt("%.4f", s.val_loss()) << " | " << sweep << " | "
+    t << "| " << b->policy.Label() << " | " << s.total_rounds() << " | " << FormatNumber("%g", b->lr) << " | "
+      << FormatNumber("%.4f", s.val_loss()) << " | " << sweep << " | "
       << (is_sync ? std::string("-")
-          : sync  ? Fmt("%+.2f%%", 100 * gap)
+          : sync  ? FormatNumber("%+.2f%%", 100 * gap)
                   : std::string("-"))
       << " | " << orch::HumanBytes(static_cast<double>(s.wan_bytes())) << " | "
       << (is_sync ? std::string("1x")
-          : sync  ? Fmt("%.0fx", reduction)
+          : sync  ? FormatNumber("%.0fx", reduction)
                   : std::string("-"))
       << " | " << orch::HumanSeconds(s.wall_seconds()) << " |\n";
   }
@@ -188,7 +188,7 @@ std::string Table(const std::vector<Policy>& plan, const std::vector<Run>& runs,
     << " (last 5% held out; each region trains on its own third of the rest). Inner AdamW (betas "
     << "0.9/0.95, no weight decay, " << o.warmup << " warm-up steps, cosine to 10%) at each lr of the sweep; "
     << "each policy shown at its best. DiLoCo outer Nesterov lr " << o.outer_lr << ", momentum";
-  for (size_t i = 0; i < o.outer_momenta.size(); ++i) t << (i ? " / " : " ") << Fmt("%g", o.outer_momenta[i]);
+  for (size_t i = 0; i < o.outer_momenta.size(); ++i) t << (i ? " / " : " ") << FormatNumber("%g", o.outer_momenta[i]);
   t << ". The baseline is synchronous data parallelism: every step's gradients averaged across regions in "
     << "fp32 before one identical optimizer step (kind sync, train.py's sync_gradients(), reported every "
     << o.sync_round_steps << " steps). val loss: the last round's, on rank 0 of each region (identical "
@@ -207,13 +207,13 @@ void WriteTsv(const std::vector<Run>& runs, const std::vector<Policy>& plan, con
     std::string curve;
     for (const auto& c : r.run.rounds) {
       if (!curve.empty()) curve += ',';
-      curve += Fmt("%.4f", c.val_loss);
+      curve += FormatNumber("%.4f", c.val_loss);
     }
     o << r.policy.Label() << "\t" << sync_policies::SyncKindName(r.policy.kind) << "\t" << (r.policy.kind == SyncKind::kSync ? 1 : r.policy.h) << "\t"
       << proto::CodecName(r.policy.codec) << "\t"
-      << (r.policy.kind == SyncKind::kSync ? std::string("-") : Fmt("%g", r.policy.outer_momentum)) << "\t" << Fmt("%g", r.lr)
-      << "\t" << s.total_rounds() << "\t" << Fmt("%.4f", s.val_loss()) << "\t" << s.wan_bytes() << "\t"
-      << Fmt("%.1f", s.wall_seconds()) << "\t" << (is_best ? 1 : 0) << "\t" << curve << "\n";
+      << (r.policy.kind == SyncKind::kSync ? std::string("-") : FormatNumber("%g", r.policy.outer_momentum)) << "\t" << FormatNumber("%g", r.lr)
+      << "\t" << s.total_rounds() << "\t" << FormatNumber("%.4f", s.val_loss()) << "\t" << s.wan_bytes() << "\t"
+      << FormatNumber("%.1f", s.wall_seconds()) << "\t" << (is_best ? 1 : 0) << "\t" << curve << "\n";
   }
 }
 

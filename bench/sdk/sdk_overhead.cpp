@@ -30,6 +30,7 @@
 
 #include "command_job.h"
 #include "e2e_run.h"
+#include "longhaul/common/format_number.h"
 #include "longhaul/orchestrator/cli.h"
 #include "longhaul/orchestrator/demo.h"
 #include "longhaul/orchestrator/job_spec.h"
@@ -39,7 +40,6 @@
 using namespace longhaul;
 namespace orch = longhaul::orchestrator;
 namespace fs = std::filesystem;
-using bench::Fmt;
 
 namespace {
 
@@ -189,8 +189,8 @@ Result<double> BuiltinValidationSeconds(const trainer::ModelConfig& m, const v1:
   return bench::Median(seconds);
 }
 
-std::string Ms(double seconds) { return Fmt("%.1f ms", 1000 * seconds); }
-std::string Us(double ns) { return Fmt("%.2f us", ns / 1000); }
+std::string Ms(double seconds) { return FormatNumber("%.1f ms", 1000 * seconds); }
+std::string Us(double ns) { return FormatNumber("%.2f us", ns / 1000); }
 
 struct OuterRow {
   trainer::ModelConfig model;
@@ -207,8 +207,8 @@ std::string OuterTable(const std::vector<OuterRow>& rows, const Options& o, bool
        "SDK / built-in |\n"
     << "|---|---|---|---|---|---|---|---|---|\n";
   auto spread = [](const RoundFigures& f) {
-    return Ms(f.non_compute) + " (" + Fmt("%.0f", 1000 * f.non_compute_p25) + "-" +
-           Fmt("%.0f", 1000 * f.non_compute_p75) + ")";
+    return Ms(f.non_compute) + " (" + FormatNumber("%.0f", 1000 * f.non_compute_p25) + "-" +
+           FormatNumber("%.0f", 1000 * f.non_compute_p75) + ")";
   };
   *met = !rows.empty();
   for (const auto& r : rows) {
@@ -218,7 +218,7 @@ std::string OuterTable(const std::vector<OuterRow>& rows, const Options& o, bool
       << " | 1x |\n";
     t << "| " << n << " | SDK (longhaul.torch) | " << r.sdk.rounds << " | " << Ms(r.sdk.compute) << " | "
       << Ms(r.sdk.comm) << " | " << spread(r.sdk) << " | 0 (eval_fn returns a constant) | " << Ms(r.sdk.non_compute)
-      << " | " << Fmt("%.2fx", r.ratio()) << " |\n";
+      << " | " << FormatNumber("%.2fx", r.ratio()) << " |\n";
     *met = *met && r.ratio() <= 1.10;
   }
   t << "\nModel: ByteLM tensors, context 16, embed 48, 3 hidden layers of width";

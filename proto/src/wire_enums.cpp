@@ -34,6 +34,11 @@ Result<sp::Codec> CodecFromWire(v1::Codec codec) {
   return InvalidArgument("compression.codec: unknown codec " + std::to_string(static_cast<int>(codec)));
 }
 
+Result<sp::CompressionOptions> CompressionFromWire(const v1::Compression& c) {
+  LONGHAUL_ASSIGN_OR_RETURN(sp::Codec codec, CodecFromWire(c.codec()));
+  return sp::CompressionOptions{.codec = codec, .block_size = c.block_size(), .topk_fraction = c.topk_fraction()};
+}
+
 std::string_view CodecName(v1::Codec codec) {
   auto mine = CodecFromWire(codec);
   return mine.ok() ? sp::CodecName(*mine) : std::string_view("none");

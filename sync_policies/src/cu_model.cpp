@@ -37,10 +37,9 @@ std::vector<Fragment> Fragments(const ComputeProfile& c, const WanProfile& w, co
       continue;
     }
     // Layers p+1, p+1+P, ... released from the top down (backward order).
-    for (uint32_t l = L - (L - 1 - p) % P; l >= 1 && l <= L; l -= P) {
+    for (int64_t l = L - (L - 1 - p) % P; l >= 1; l -= P) {
       const double release = l == 1 ? T : u * (3.0 * L + 2.0 - 2.0 * l);
       out[p].messages.push_back({s.bits_per_value * c.params / L * ring, release, (l - 1) * u});
-      if (l <= P) break;
     }
   }
   return out;

@@ -1,23 +1,19 @@
 #include "longhaul/sync_policies/planner.h"
 
-#include <cstdio>
-
+#include "longhaul/common/format_number.h"
 #include "longhaul/sync_policies/compressor.h"
 
 namespace longhaul::sync_policies {
 namespace {
 
-std::string Percent(double x) {
-  char b[32];
-  std::snprintf(b, sizeof(b), "%.1f%%", 100 * x);
-  return b;
-}
+std::string Percent(double x) { return FormatNumber("%.1f%%", 100 * x); }
 
 }  // namespace
 
-double WireBitsPerValue(Codec codec, size_t block_size) {
-  const CodecTraits& t = Traits(codec);
-  return t.bits_per_value + (t.uses_blocks && block_size > 0 ? 32.0 / static_cast<double>(block_size) : 0.0);
+Result<double> WireBitsPerValue(const CompressionOptions& compression) {
+  LONGHAUL_ASSIGN_OR_RETURN(auto codec, Compressor::Create(compression));
+  constexpr size_t kValues = size_t{1} << 20;
+  return 8.0 * static_cast<double>(codec->EncodedBytes(kValues)) / kValues;
 }
 
 std::vector<PlanCandidate> CandidateSchedules(bool layerwise) {
@@ -48,7 +44,7 @@ std::vector<PlanCandidate> CandidateSchedules(bool layerwise) {
                   .inner_steps = r.h,
                   .fragments = r.fragments,
                   .overlap_steps = r.overlap,
-                  .bits_per_value = WireBitsPerValue(r.codec),
+                  .bits_per_value = WireBitsPerValue({.codec = r.codec}).value(),  // the table's codecs are valid
                   .layerwise = layerwise};
     const std::string codec(Traits(r.codec).name);
     switch (r.kind) {

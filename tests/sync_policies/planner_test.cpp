@@ -47,7 +47,7 @@ TEST_CASE("planner: when nothing reaches the target, the closest candidate is na
 }
 
 TEST_CASE("planner: wire bits include the block codecs' scales", "[planner]") {
-  CHECK(ls::WireBitsPerValue(ls::Codec::kFp32) == 32);
-  CHECK(ls::WireBitsPerValue(ls::Codec::kInt8Block) == Approx(8.125));
-  CHECK(ls::WireBitsPerValue(ls::Codec::kFp4E3M0) == Approx(4.125));
+  CHECK(ls::WireBitsPerValue({.codec = ls::Codec::kFp32}).value() == 32);
+  CHECK(ls::WireBitsPerValue({.codec = ls::Codec::kInt8Block}).value() == Approx(8.125));
+  CHECK(ls::WireBitsPerValue({.codec = ls::Codec::kFp4E3M0}).value() == Approx(4.125));
 }

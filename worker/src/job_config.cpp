@@ -191,11 +191,9 @@ Result<JobConfig> ParseJobAssignment(const v1::JobAssignment& a) {
   LONGHAUL_RETURN_IF_ERROR(ParseInner(spec.inner(), job.rounds, job));
   LONGHAUL_RETURN_IF_ERROR(ParseOuter(spec.outer(), job));
 
-  auto codec = proto::CodecFromWire(spec.compression().codec());
-  if (!codec.ok()) return codec.status().WithContext("spec");
-  job.compression.codec = *codec;
-  job.compression.block_size = spec.compression().block_size();
-  job.compression.topk_fraction = spec.compression().topk_fraction();
+  auto compression = proto::CompressionFromWire(spec.compression());
+  if (!compression.ok()) return compression.status().WithContext("spec");
+  job.compression = *compression;
   LONGHAUL_RETURN_IF_ERROR(job.compression.Validate().WithContext("spec.compression"));
   return job;
 }

@@ -10,6 +10,7 @@
 
 #include "cli_request.h"
 #include "longhaul/common/join.h"
+#include "longhaul/common/format_number.h"
 #include "longhaul/orchestrator/cli.h"
 #include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/orchestrator/scheduler.h"
@@ -19,22 +20,15 @@
 namespace longhaul::orchestrator {
 namespace {
 
-std::string Fmt(const char* f, double x) {
-  char b[64];
-  std::snprintf(b, sizeof(b), f, x);
-  return b;
-}
-
 // The job's own schedule, predicted on the same link.
 struct JobRow {
   std::string name;
   sync_policies::CuEstimate estimate;
 };
 
-// Where the link came from (job-file mode): the ring and its bottleneck.
+// Where the link came from (job-file mode): the ring the orchestrator would choose.
 struct LinkSource {
   std::vector<std::string> ring;
-  std::string reason;
 };
 
 std::string Row(bool chosen, const std::string& name, const sync_policies::CuEstimate& e, double target_cu) {
@@ -50,7 +44,7 @@ std::string RenderPlan(const sync_policies::PlanDecision& d, const PlanRequest& 
   std::ostringstream t;
   if (link) {
     t << "link (measured by the orchestrator): ring " << Join(link->ring, " -> ") << ", bottleneck "
-      << Fmt("%.3g", r.bandwidth_gbit * 1000) << " Mbit/s, RTT " << Fmt("%.0f", r.rtt_ms) << " ms\n\n";
+      << FormatNumber("%.3g", r.bandwidth_gbit * 1000) << " Mbit/s, RTT " << FormatNumber("%.0f", r.rtt_ms) << " ms\n\n";
   }
   t << "schedule                                    WAN bytes/step   round      CU\n";
   for (size_t i = 0; i < d.candidates.size(); ++i)
@@ -62,15 +56,15 @@ std::string RenderPlan(const sync_policies::PlanDecision& d, const PlanRequest& 
 }
 
 std::string EstimateJson(const sync_policies::CuEstimate& e) {
-  return "\"wan_bytes_per_step\":" + Fmt("%.0f", e.wan_bytes_per_step) + ",\"round_seconds\":" +
-         Fmt("%.6g", e.round_seconds) + ",\"cu\":" + Fmt("%.6f", e.cu);
+  return "\"wan_bytes_per_step\":" + FormatNumber("%.0f", e.wan_bytes_per_step) + ",\"round_seconds\":" +
+         FormatNumber("%.6g", e.round_seconds) + ",\"cu\":" + FormatNumber("%.6f", e.cu);
 }
 
 std::string PlanJson(const sync_policies::PlanDecision& d, const PlanRequest& r, const std::optional<JobRow>& job,
                      const std::optional<LinkSource>& link) {
   std::ostringstream j;
   j << "{\"target_cu\":" << r.target_cu << ",\"regions\":" << r.regions << ",\"bandwidth_gbit\":"
-    << Fmt("%.6g", r.bandwidth_gbit) << ",\"rtt_ms\":" << Fmt("%.6g", r.rtt_ms);
+    << FormatNumber("%.6g", r.bandwidth_gbit) << ",\"rtt_ms\":" << FormatNumber("%.6g", r.rtt_ms);
   if (link) {
     j << ",\"ring\":[";
     for (size_t i = 0; i < link->ring.size(); ++i) j << (i ? "," : "") << JsonQuote(link->ring[i]);
@@ -125,7 +119,8 @@ int CliPlanJob(const CliContext& ctx, const std::string& job_file, PlanRequest r
   auto reply = CliRequest(ctx, std::move(req));
   if (!reply.ok()) return ReportError(ctx, reply.status());
   const auto& listed = reply->list_regions_reply().regions();
-  // The job's regions, or as many up regions as it asks for, by name (as placement picks them).
+  // The job's regions, or as many up regions as it asks for, by name (placement's order; busy
+  // regions count too: another job does not change the links).
   std::vector<std::string> regions(spec->regions().begin(), spec->regions().end());
   if (regions.empty()) {
     std::vector<std::string> up;
@@ -155,20 +150,23 @@ int CliPlanJob(const CliContext& ctx, const std::string& job_file, PlanRequest r
   r.bandwidth_gbit = ring->bottleneck_bytes_per_second * 8 / 1e9;
   r.rtt_ms = ring->rtt_seconds * 1000;
   const auto kind = proto::SyncKindOf(spec->sync());
-  const auto codec = proto::CodecFromWire(spec->compression().codec());
-  if (!kind.ok() || !codec.ok()) return ReportFailure(ctx, kExitUsage, "the job's sync kind or codec is unknown");
+  const auto compression = proto::CompressionFromWire(spec->compression());
+  if (!kind.ok() || !compression.ok()) return ReportFailure(ctx, kExitUsage, "the job's sync kind or codec is unknown");
   std::optional<sync_policies::PlanSchedule> schedule;
   std::string name = "\"" + spec->name() + "\": " + std::string(sync_policies::Traits(*kind).name) + " H=" +
-                     std::to_string(spec->sync().inner_steps()) + " " + std::string(sync_policies::Traits(*codec).name);
+                     std::to_string(spec->sync().inner_steps()) + " " +
+                     std::string(sync_policies::Traits(compression->codec).name);
   if (*kind != sync_policies::SyncKind::kLocal) {
+    auto bits = sync_policies::WireBitsPerValue(*compression);
+    if (!bits.ok()) return ReportFailure(ctx, kExitUsage, bits.status().WithContext("the job's compression").message());
     schedule = PlanScheduleOf({.kind = *kind,
                                .inner_steps = spec->sync().inner_steps(),
                                .fragments = spec->sync().fragments(),
                                .overlap_steps = spec->sync().overlap_steps()},
-                              sync_policies::WireBitsPerValue(*codec, spec->compression().block_size()));
+                              *bits);
     schedule->layerwise = r.layerwise;
   }
-  return Run(ctx, r, schedule, name, LinkSource{ring->ring, ring->reason});
+  return Run(ctx, r, schedule, name, LinkSource{ring->ring});
 }
 
 }  // namespace longhaul::orchestrator

@@ -6,6 +6,7 @@
 
 #include "longhaul/common/status.h"
 #include "longhaul/sync_policies/codec.h"
+#include "longhaul/sync_policies/compressor.h"
 #include "longhaul/sync_policies/sync_kind.h"
 #include "longhaul/v1/control.pb.h"
 
@@ -14,6 +15,8 @@ namespace longhaul::proto {
 v1::Codec CodecToWire(sync_policies::Codec codec);
 // kInvalidArgument naming compression.codec for UNSPECIFIED or an unknown value.
 Result<sync_policies::Codec> CodecFromWire(v1::Codec codec);
+// The spec's compression section as sync_policies' options (not validated).
+Result<sync_policies::CompressionOptions> CompressionFromWire(const v1::Compression& compression);
 // The job spec's spelling ("int8"; "none" for UNSPECIFIED) and back.
 std::string_view CodecName(v1::Codec codec);
 Result<v1::Codec> CodecFromName(std::string_view name);

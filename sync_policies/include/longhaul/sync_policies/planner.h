@@ -15,6 +15,7 @@
 
 #include "longhaul/common/status.h"
 #include "longhaul/sync_policies/codec.h"
+#include "longhaul/sync_policies/compressor.h"
 #include "longhaul/sync_policies/cu_model.h"
 
 namespace longhaul::sync_policies {
@@ -36,9 +37,9 @@ struct PlanDecision {
 // The candidate table, in order of preference (layerwise: see cu_model.h).
 std::vector<PlanCandidate> CandidateSchedules(bool layerwise);
 
-// Bits per value on the wire for `codec`, one fp32 scale per `block_size`
-// values for the block codecs.
-double WireBitsPerValue(Codec codec, size_t block_size = 256);
+// Bits per value on the wire with these options: the codec's own encoded size
+// (scales, top-k indices included) over a large vector.
+Result<double> WireBitsPerValue(const CompressionOptions& compression);
 
 Result<PlanDecision> ChoosePlan(const ComputeProfile& compute, const WanProfile& wan, double target_cu,
                                 bool layerwise = false);
