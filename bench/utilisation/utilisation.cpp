@@ -19,6 +19,7 @@
 // utilisation with the measured comm time replaced by that prediction (over
 // the rounds it could predict: from round 2, with measured links).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 
 #include "e2e_run.h"
@@ -145,6 +146,23 @@ int main(int argc, char** argv) {
                 orch::HumanSeconds(f.compute).c_str(), 100 * f.in_round(), 100 * f.end_to_end(),
                 ceiling > 0 ? f.end_to_end() / ceiling : 0.0, model);
     std::fflush(stdout);
+  }
+  // The links the orchestrator measured (the CU model's input) beside what
+  // linkem emulates: a link into region B runs at B's rate, its round trip
+  // crosses B's delay both ways.
+  auto regions = (*cluster)->Regions();
+  if (!regions.ok()) {
+    std::fprintf(stderr, "bench_utilisation: %s\n", regions.status().message().c_str());
+    return 1;
+  }
+  std::printf("\nlinks as the orchestrator last measured them (linkem's settings in brackets):\n");
+  for (const auto& info : regions->regions()) {
+    for (const auto& l : info.links()) {
+      const auto into = std::find_if(co.regions.begin(), co.regions.end(), [&](const auto& r) { return r.name == l.peer(); });
+      if (into == co.regions.end()) continue;
+      std::printf("  %s -> %s: %.2f MB/s (%.2f), RTT %.0f ms (%.0f)\n", info.region().c_str(), l.peer().c_str(),
+                  l.bytes_per_second() / 1e6, into->rate_mbit / 8, l.rtt_seconds() * 1e3, 2 * into->delay_ms);
+    }
   }
   return 0;
 }

@@ -82,6 +82,21 @@ void Orchestrator::StartAttempt(Job& job) {
                    .fragments = sync.fragments(),
                    .overlap_steps = sync.overlap_steps(),
                    .step_seconds = job.step_seconds};
+  // The slowest participant sets the pace; the fastest waits for it.
+  double slowest = 0, fastest = 0;
+  for (const auto& region : ms.participants) {
+    auto it = job.region_step_seconds.find(region);
+    if (it == job.region_step_seconds.end()) {
+      slowest = fastest = 0;
+      break;
+    }
+    slowest = std::max(slowest, it->second);
+    fastest = fastest == 0 ? it->second : std::min(fastest, it->second);
+  }
+  if (slowest > 0) {
+    shape.step_seconds = slowest;
+    shape.fastest_step_seconds = fastest;
+  }
   auto plan = PlanRound(ms.participants, links_, shape, options_.schedule);
   RoundSchedule schedule;
   if (plan.ok()) {
@@ -188,6 +203,9 @@ void Orchestrator::CommitAttempt(Job& job, const RoundDecision& d) {
     job.payload_bytes = sent * m / (2 * (m - 1)) / exchanges;
   }
   if (c.compute_seconds > 0) job.step_seconds = c.compute_seconds / steps;
+  job.region_step_seconds.clear();
+  for (const auto& [region, r] : a.reports)
+    if (r.compute_seconds() > 0) job.region_step_seconds[region] = r.compute_seconds() / steps;
   JobRecord before = job.rec;
   std::vector<JobMember> members_before = job.members;
   job.rec.last_committed_round = a.round;

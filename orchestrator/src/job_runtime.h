@@ -1,6 +1,7 @@
 // Per-job runtime state of the Orchestrator (not part of the public API).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,7 @@ struct Orchestrator::Job {
   std::string waiting_reason;
   uint64_t payload_bytes = 0;        // one region's compressed exchange of the whole vector
   double step_seconds = 0;           // compute per inner step in the last committed round (0 = none yet)
+  std::map<std::string, double> region_step_seconds;  // the same, per region that took part
   double loss_floor = 0;
   double last_predicted = 0, last_actual = 0, last_val_loss = 0, last_round_wall = 0;
   std::string last_hash;

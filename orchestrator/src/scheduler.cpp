@@ -9,6 +9,12 @@
 
 namespace longhaul::orchestrator {
 
+void LinkTable::SetLink(const std::string& from, const std::string& to, LinkEstimate e) {
+  LinkEstimate& known = links_[{from, to}];
+  if (e.bytes_per_second <= 0) e.bytes_per_second = known.bytes_per_second;
+  known = e;
+}
+
 LinkEstimate LinkTable::Get(const std::string& from, const std::string& to) const {
   auto it = links_.find({from, to});
   if (it != links_.end() && it->second.bytes_per_second > 0) return it->second;
@@ -45,15 +51,17 @@ sync_policies::PlanSchedule PlanScheduleOf(const RoundShape& shape, double bits_
   };
 }
 
-double PredictRoundCommSeconds(int m, const RoundShape& shape, double bottleneck, double rtt) {
-  if (m < 2 || shape.payload_bytes == 0 || bottleneck <= 0 || shape.kind == sync_policies::SyncKind::kLocal) return 0;
+double PredictRoundCommSeconds(const RoundShape& shape, const sync_policies::WanProfile& wan) {
+  if (wan.regions < 2 || shape.payload_bytes == 0 || shape.kind == sync_policies::SyncKind::kLocal) return 0;
   // One "value" per payload byte.
   const sync_policies::ComputeProfile compute{static_cast<double>(shape.payload_bytes), 1,
                                               std::max(shape.step_seconds, 1e-9)};
-  auto e = sync_policies::PredictRound(compute, {static_cast<uint32_t>(m), bottleneck * 8, rtt}, PlanScheduleOf(shape, 8));
+  auto e = sync_policies::PredictRound(compute, wan, PlanScheduleOf(shape, 8));
   if (!e.ok()) return 0;
+  const uint32_t steps = std::max(1u, shape.inner_steps);
+  const double behind = shape.fastest_step_seconds > 0 ? std::max(0.0, shape.step_seconds - shape.fastest_step_seconds) : 0;
   // The model's data-parallel round is one step; a sync job's round is H of them.
-  return e->stall_seconds * (shape.kind == sync_policies::SyncKind::kSync ? std::max(1u, shape.inner_steps) : 1);
+  return e->stall_seconds * (shape.kind == sync_policies::SyncKind::kSync ? steps : 1) + steps * behind;
 }
 
 uint32_t ConnectionsForLink(double bytes_per_second, double rtt_seconds, const ScheduleOptions& o) {
@@ -79,7 +87,11 @@ Result<RoundSchedule> PlanRound(const std::vector<std::string>& participants, co
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < m; ++j)
       if (i != j) {
-        matrix.bytes_per_second[i][j] = links.Get(participants[i], participants[j]).bytes_per_second;
+        // Rings come from measured links only: a region's exchange rate (the
+        // prediction's fallback) says nothing about one direction, and under
+        // overlap it is no rate at all.
+        const LinkEstimate e = links.Get(participants[i], participants[j]);
+        matrix.bytes_per_second[i][j] = e.rate_includes_latency ? 0 : e.bytes_per_second;
         any_known = any_known || matrix.bytes_per_second[i][j] > 0;
       }
   std::string ring_reason;
@@ -95,16 +107,19 @@ Result<RoundSchedule> PlanRound(const std::vector<std::string>& participants, co
     s.ring = participants;
     ring_reason = "no link measurements yet; ring in job order";
   }
-  // Bottleneck and RTT along the chosen ring.
+  // Bottleneck and RTT along the chosen ring (link k: ring[k] -> ring[k + 1]).
   double bottleneck = 0, rtt = 0;
-  bool all_known = true;
+  bool all_known = true, all_rtts = true;
   uint32_t conns = 1;
+  sync_policies::WanProfile wan{.regions = static_cast<uint32_t>(m)};
   for (int k = 0; k < m; ++k) {
     const LinkEstimate e = links.Get(s.ring[k], s.ring[(k + 1) % m]);
     if (e.bytes_per_second <= 0) all_known = false;
     else bottleneck = bottleneck == 0 ? e.bytes_per_second : std::min(bottleneck, e.bytes_per_second);
     rtt = std::max(rtt, e.rtt_seconds);
+    all_rtts = all_rtts && e.rtt_seconds > 0;
     s.rate_includes_latency = s.rate_includes_latency || e.rate_includes_latency;
+    wan.ring.push_back({e.bytes_per_second * 8, e.rtt_seconds});
   }
   if (rtt <= 0) rtt = o.assumed_rtt_seconds;
   for (int k = 0; k < m; ++k) {
@@ -114,9 +129,17 @@ Result<RoundSchedule> PlanRound(const std::vector<std::string>& participants, co
   s.connections_per_link = conns;
   s.bottleneck_bytes_per_second = all_known ? bottleneck : 0;
   s.rtt_seconds = rtt;
-  // A rate measured over whole exchanges already holds their round trips.
-  if (all_known)
-    s.predicted_comm_seconds = PredictRoundCommSeconds(m, shape, bottleneck, s.rate_includes_latency ? 0 : rtt);
+  // Every link measured: the exchange's hops along them. A rate measured over
+  // whole exchanges already holds their round trips; else the slowest link at
+  // the largest (or assumed) RTT.
+  if (all_known) {
+    if (s.rate_includes_latency || !all_rtts) {
+      wan.ring.clear();
+      wan.bandwidth_bps = bottleneck * 8;
+      wan.rtt_seconds = s.rate_includes_latency ? 0 : rtt;
+    }
+    s.predicted_comm_seconds = PredictRoundCommSeconds(shape, wan);
+  }
   char buf[300];
   std::snprintf(buf, sizeof(buf), "; bottleneck %.2f MB/s%s, rtt %.0f ms, %u connection(s) per link, predicted %.3f s",
                 s.bottleneck_bytes_per_second / 1e6,

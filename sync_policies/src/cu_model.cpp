@@ -9,12 +9,48 @@ namespace longhaul::sync_policies {
 namespace {
 
 // One exchange: released `release` seconds after its step starts, needed
-// `need` seconds after the start of the step that waits for it.
+// `need` seconds after the start of the step that waits for it; it holds the
+// slowest link for `bits` and lands `latency` seconds after leaving it.
 struct Message {
   double bits = 0;
   double release = 0;
   double need = 0;
+  double latency = 0;
 };
+
+// The ring's links: the given ones, or M copies of the slowest link at the worst RTT.
+std::vector<RingLink> RingOf(const WanProfile& w) {
+  if (!w.ring.empty()) return w.ring;
+  return std::vector<RingLink>(w.regions, RingLink{w.bandwidth_bps, w.rtt_seconds});
+}
+
+double SlowestBandwidth(const std::vector<RingLink>& ring) {
+  double b = ring.front().bandwidth_bps;
+  for (const RingLink& l : ring) b = std::min(b, l.bandwidth_bps);
+  return b;
+}
+
+// Seconds from an exchange of `bits` (crossing each link) leaving to its
+// landing everywhere. Each of its 2 (M - 1) hops moves bits / (2 (M - 1)) over
+// every link; link k (region k -> k + 1) sends hop h once region k received hop
+// h - 1 over link k - 1 and once it finished sending hop h - 1 itself, and the
+// bytes land half a round trip after they leave.
+double ExchangeSeconds(const std::vector<RingLink>& ring, double bits) {
+  const size_t m = ring.size(), hops = 2 * (m - 1);
+  const double hop_bits = bits / static_cast<double>(hops);
+  std::vector<double> sent(m, 0.0), landed(m, 0.0);  // per link, for the previous hop
+  for (size_t h = 0; h < hops; ++h) {
+    std::vector<double> next_sent(m), next_landed(m);
+    for (size_t k = 0; k < m; ++k) {
+      const double ready = h == 0 ? 0.0 : std::max(landed[(k + m - 1) % m], sent[k]);
+      next_sent[k] = ready + hop_bits / ring[k].bandwidth_bps;
+      next_landed[k] = next_sent[k] + ring[k].rtt_seconds / 2;
+    }
+    sent = std::move(next_sent);
+    landed = std::move(next_landed);
+  }
+  return *std::max_element(landed.begin(), landed.end());
+}
 
 struct Fragment {
   uint32_t send_step = 1;          // sent after this step of the round (1..H)
@@ -29,17 +65,23 @@ std::vector<Fragment> Fragments(const ComputeProfile& c, const WanProfile& w, co
   const double T = c.step_seconds;
   const double u = T / (3.0 * L - 1.0);  // one compute node
   const double ring = 2.0 * (w.regions - 1) / w.regions;
+  const std::vector<RingLink> links = RingOf(w);
+  const double slowest = SlowestBandwidth(links);
+  auto message = [&](double values, double release, double need) {
+    const double bits = s.bits_per_value * values * ring;
+    return Message{bits, release, need, std::max(0.0, ExchangeSeconds(links, bits) - bits / slowest)};
+  };
   std::vector<Fragment> out(P);
   for (uint32_t p = 0; p < P; ++p) {
     out[p].send_step = std::max<uint32_t>(1, static_cast<uint32_t>(uint64_t{p + 1} * H / P));
     if (!s.layerwise) {
-      out[p].messages.push_back({s.bits_per_value * c.params / P * ring, T, 0.0});
+      out[p].messages.push_back(message(c.params / P, T, 0.0));
       continue;
     }
     // Layers p+1, p+1+P, ... released from the top down (backward order).
     for (int64_t l = L - (L - 1 - p) % P; l >= 1; l -= P) {
       const double release = l == 1 ? T : u * (3.0 * L + 2.0 - 2.0 * l);
-      out[p].messages.push_back({s.bits_per_value * c.params / L * ring, release, (l - 1) * u});
+      out[p].messages.push_back(message(c.params / L, release, (l - 1) * u));
     }
   }
   return out;
@@ -77,8 +119,14 @@ Result<CuEstimate> PredictRound(const ComputeProfile& c, const WanProfile& w, co
   if (c.layers == 0) return InvalidArgument("layers must be >= 1");
   if (!(c.step_seconds > 0) || !std::isfinite(c.step_seconds)) return InvalidArgument("step time must be > 0 seconds");
   if (w.regions < 2) return InvalidArgument("a WAN plan needs at least 2 regions, got " + std::to_string(w.regions));
-  if (!(w.bandwidth_bps > 0) || !std::isfinite(w.bandwidth_bps)) return InvalidArgument("bandwidth must be > 0");
-  if (!(w.rtt_seconds >= 0) || !std::isfinite(w.rtt_seconds)) return InvalidArgument("RTT must be >= 0");
+  if (!w.ring.empty() && w.ring.size() != w.regions) {
+    return InvalidArgument("a ring of " + std::to_string(w.regions) + " regions has " + std::to_string(w.regions) +
+                           " links, got " + std::to_string(w.ring.size()));
+  }
+  for (const RingLink& l : RingOf(w)) {
+    if (!(l.bandwidth_bps > 0) || !std::isfinite(l.bandwidth_bps)) return InvalidArgument("bandwidth must be > 0");
+    if (!(l.rtt_seconds >= 0) || !std::isfinite(l.rtt_seconds)) return InvalidArgument("RTT must be >= 0");
+  }
   if (s.layerwise && s.kind == PlanKind::kStreamingDiLoCo && s.fragments > c.layers) {
     return InvalidArgument("layer-wise Streaming DiLoCo needs at least one layer per fragment: " +
                            std::to_string(s.fragments) + " fragments, " + std::to_string(c.layers) + " layers");
@@ -86,7 +134,7 @@ Result<CuEstimate> PredictRound(const ComputeProfile& c, const WanProfile& w, co
   const std::vector<Fragment> fragments = Fragments(c, w, s);
   const uint32_t H = StepsPerRound(s);
   const double T = c.step_seconds;
-  const double latency = (w.regions - 1) * w.rtt_seconds;
+  const double slowest = SlowestBandwidth(RingOf(w));
 
   // Three rounds; exchanges in flight at a round's end stall the next one, so
   // the third is in steady state.
@@ -106,9 +154,12 @@ Result<CuEstimate> PredictRound(const ComputeProfile& c, const WanProfile& w, co
       stall += late;
       for (const Fragment& f : fragments) {
         if (f.send_step != step) continue;
+        // longhaul's round ends at an agreed theta: nothing it sent lands later.
+        const uint64_t needed = s.layerwise ? g + 1 + s.overlap_steps
+                                            : std::min<uint64_t>(g + 1 + s.overlap_steps, uint64_t{round + 1} * H + 1);
         for (const Message& m : f.messages) {
-          link_free = std::max(link_free, now + m.release) + m.bits / w.bandwidth_bps;
-          due.emplace(g + 1 + s.overlap_steps, std::pair{m.need, link_free + latency});
+          link_free = std::max(link_free, now + m.release) + m.bits / slowest;
+          due.emplace(needed, std::pair{m.need, link_free + m.latency});
         }
       }
       now += T;
@@ -127,6 +178,7 @@ Result<double> BandwidthForCu(const ComputeProfile& c, const WanProfile& w, cons
   auto cu_at = [&](double bps) -> Result<double> {
     WanProfile at = w;
     at.bandwidth_bps = bps;
+    at.ring.clear();
     LONGHAUL_ASSIGN_OR_RETURN(CuEstimate e, PredictRound(c, at, s));
     return e.cu;
   };

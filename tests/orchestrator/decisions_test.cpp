@@ -159,27 +159,47 @@ TEST_CASE("reports from another epoch, round, job or region are refused", "[roun
   CHECK_FALSE(AcceptReport(a, Report("b", "")).ok());
 }
 
+namespace {
+// The scheduler's prediction over a ring of m equal links.
+double Comm(int m, const RoundShape& shape, double bytes_per_second, double rtt) {
+  return PredictRoundCommSeconds(
+      shape, {.regions = static_cast<uint32_t>(m), .bandwidth_bps = bytes_per_second * 8, .rtt_seconds = rtt});
+}
+}  // namespace
+
 TEST_CASE("the scheduler predicts each kind's WAN wait per round", "[scheduler]") {
   using longhaul::sync_policies::SyncKind;
   const double ring = 2.0 * 2 / 3 * 3 + 2 * 0.1;  // 3 MB over 3 regions at 1 MB/s, 2 round trips of 100 ms
   RoundShape diloco{.payload_bytes = 3'000'000, .kind = SyncKind::kDiLoCo, .inner_steps = 50};
-  CHECK(PredictRoundCommSeconds(3, diloco, 1e6, 0.1) == Approx(ring));
+  CHECK(Comm(3, diloco, 1e6, 0.1) == Approx(ring));
   diloco.step_seconds = 1;  // the exchange follows the round's last step: nothing hides it
-  CHECK(PredictRoundCommSeconds(3, diloco, 1e6, 0.1) == Approx(ring));
+  CHECK(Comm(3, diloco, 1e6, 0.1) == Approx(ring));
   // Synchronous data parallelism: one all-reduce after each of the H steps.
   const RoundShape sync{.payload_bytes = 3'000'000, .kind = SyncKind::kSync, .inner_steps = 50};
-  CHECK(PredictRoundCommSeconds(3, sync, 1e6, 0.1) == Approx(50 * ring));
+  CHECK(Comm(3, sync, 1e6, 0.1) == Approx(50 * ring));
   // Streaming DiLoCo: P fragments of S/P, each hidden by tau steps of measured compute.
   RoundShape streaming{.payload_bytes = 3'000'000, .kind = SyncKind::kStreamingDiLoCo, .inner_steps = 50,
                        .fragments = 5, .overlap_steps = 0};
   const double fragment = ring / 5 + 0.8 * 0.2;  // a fifth of the bytes, the same round trips
-  CHECK(PredictRoundCommSeconds(3, streaming, 1e6, 0.1) == Approx(5 * fragment));
+  CHECK(Comm(3, streaming, 1e6, 0.1) == Approx(5 * fragment));
   streaming.overlap_steps = 2;
   streaming.step_seconds = 1;
-  CHECK(PredictRoundCommSeconds(3, streaming, 1e6, 0.1) == 0);
-  CHECK(PredictRoundCommSeconds(3, {.payload_bytes = 3'000'000, .kind = SyncKind::kLocal}, 1e6, 0.1) == 0);
-  CHECK(PredictRoundCommSeconds(1, diloco, 1e6, 0.1) == 0);
-  CHECK(PredictRoundCommSeconds(3, {.kind = SyncKind::kDiLoCo}, 1e6, 0.1) == 0);  // payload not known yet
+  // Two steps hide each fragment, but the last one, sent at the round's last
+  // step, must land before the round ends.
+  CHECK(Comm(3, streaming, 1e6, 0.1) == Approx(fragment));
+  streaming.inner_steps = 52;  // fragments at steps 10, 20, 31, 41, 52
+  CHECK(Comm(3, streaming, 1e6, 0.1) == Approx(fragment));
+  // Uneven regions: the fastest waits for the slowest at the exchanges, H x
+  // the difference per round, overlap or not; the slowest's steps hide the WAN.
+  RoundShape uneven = streaming;
+  uneven.step_seconds = 1.0;
+  uneven.fastest_step_seconds = 0.8;
+  CHECK(Comm(3, uneven, 1e6, 0.1) == Approx(fragment + 52 * 0.2));
+  diloco.fastest_step_seconds = 0.5;
+  CHECK(Comm(3, diloco, 1e6, 0.1) == Approx(ring + 50 * 0.5));
+  CHECK(Comm(3, {.payload_bytes = 3'000'000, .kind = SyncKind::kLocal}, 1e6, 0.1) == 0);
+  CHECK(Comm(1, diloco, 1e6, 0.1) == 0);
+  CHECK(Comm(3, {.kind = SyncKind::kDiLoCo}, 1e6, 0.1) == 0);  // payload not known yet
 }
 
 TEST_CASE("the scheduler sizes connections from the BDP and predicts the round on the chosen ring", "[scheduler]") {
@@ -200,8 +220,11 @@ TEST_CASE("the scheduler sizes connections from the BDP and predicts the round o
   REQUIRE(s.ok());
   CHECK(s->ring.size() == 3);
   CHECK(s->bottleneck_bytes_per_second == Approx(10e6));
-  CHECK(s->predicted_comm_seconds == Approx(PredictRoundCommSeconds(3, shape, 10e6, 0.04)));
-  CHECK(s->predicted_comm_seconds == Approx(2.0 * 2 / 3 * 3e6 / 10e6 + 2 * 0.04));
+  // Each of the 4 hops moves 1 MB: the slow link sends its four back to back
+  // (0.4 s) while the fast ones keep it fed; its last hop lands 20 ms later.
+  // Counting the worst RTT on every hop, as for a ring of slow links, would say 0.48 s.
+  CHECK(s->predicted_comm_seconds == Approx(4 * 0.1 + 0.02));
+  CHECK(Comm(3, shape, 10e6, 0.04) == Approx(2.0 * 2 / 3 * 3e6 / 10e6 + 2 * 0.04));
   CHECK_THAT(s->reason, Catch::Contains("predicted"));
   // Only regions' exchange rates known: their latency is in the rate, not added again.
   LinkTable rates;
@@ -219,6 +242,23 @@ TEST_CASE("the scheduler sizes connections from the BDP and predicts the round o
   CHECK(r->predicted_comm_seconds == Approx(2.0 * 2 / 3 * 3e6 / 5e6));
   CHECK_THAT(r->reason, Catch::Contains("latency included"));
   CHECK_FALSE(s->rate_includes_latency);
+  // The ring keeps to measured links: regions' exchange rates (huge when
+  // overlap hides the exchange) do not turn it onto unmeasured directions.
+  LinkTable oriented;
+  for (const char* x : {"a", "b", "c"}) oriented.SetRegionRate(x, 1e9);
+  oriented.SetLink("a", "b", {5e6, 0.04});
+  oriented.SetLink("b", "c", {6e6, 0.04});
+  oriented.SetLink("c", "a", {7e6, 0.04});
+  auto kept = PlanRound({"a", "c", "b"}, oriented, shape, o);
+  REQUIRE(kept.ok());
+  CHECK_FALSE(kept->rate_includes_latency);
+  CHECK(kept->bottleneck_bytes_per_second == Approx(5e6));
+  // A later report with only a round trip keeps the bandwidth measured before.
+  rates.SetLink("a", "b", {7e6, 0.04});
+  rates.SetLink("a", "b", {0, 0.05});
+  CHECK(rates.Get("a", "b").bytes_per_second == Approx(7e6));
+  CHECK(rates.Get("a", "b").rtt_seconds == Approx(0.05));
+  CHECK_FALSE(rates.Get("a", "b").rate_includes_latency);
   LinkTable empty;
   auto u = PlanRound({"a", "b"}, empty, RoundShape{}, o);
   REQUIRE(u.ok());

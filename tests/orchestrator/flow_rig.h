@@ -75,7 +75,7 @@ class Rig {
     Send(identity, m);
   }
   void Report(const std::string& job, uint32_t round, uint64_t epoch, const std::string& region,
-              const std::string& identity, const std::string& hash) {
+              const std::string& identity, const std::string& hash, double compute_seconds = 0) {
     v1::ControlMessage m;
     auto* r = m.mutable_round_report();
     r->set_job_id(job);
@@ -90,6 +90,20 @@ class Rig {
     r->set_wan_bytes_sent(4000);
     r->set_comm_seconds(0.5);
     r->set_wall_seconds(2.0);
+    r->set_compute_seconds(compute_seconds);
+    Send(identity, m);
+  }
+  // region's measurement of its link to each peer.
+  void LinkReport(const std::string& region, const std::string& identity, const std::vector<std::string>& peers,
+                  double bytes_per_second, double rtt_seconds) {
+    v1::ControlMessage m;
+    m.mutable_link_report()->set_region(region);
+    for (const auto& p : peers) {
+      auto* l = m.mutable_link_report()->add_links();
+      l->set_peer(p);
+      l->set_bytes_per_second(bytes_per_second);
+      l->set_rtt_seconds(rtt_seconds);
+    }
     Send(identity, m);
   }
   std::string Submit(uint32_t rounds) {

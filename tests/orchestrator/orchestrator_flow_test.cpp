@@ -7,6 +7,8 @@
 
 #include "flow_rig.h"
 #include "longhaul/proto/frame.h"
+#include "longhaul/proto/wire_enums.h"
+#include "longhaul/orchestrator/scheduler.h"
 
 using namespace longhaul;
 using namespace longhaul::orchestrator;
@@ -343,4 +345,36 @@ TEST_CASE("flow: a key may have so many jobs not yet ended, and so many bytes of
   }();
   CHECK(over.code() == StatusCode::kResourceExhausted);
   CHECK_THAT(over.message(), Catch::Contains("bytes of specs") && Catch::Contains("--max-spec-bytes-per-key"));
+}
+
+TEST_CASE("flow: the next round's prediction uses the links the regions measured and waits for the slowest region",
+          "[orchestrator][scheduler]") {
+  Rig rig("predict");
+  const std::string job = StartJob(rig, 3);
+  // Every link 1 MB/s with 20 ms round trips, as the workers report them with their round.
+  for (auto& [r, id] : kAll) {
+    std::vector<std::string> peers;
+    for (auto& [p, _] : kAll)
+      if (p != r) peers.push_back(p);
+    rig.LinkReport(r, id, peers, 1e6, 0.02);
+  }
+  // c computes twice as long as a and b.
+  const v1::JobSpec spec = DefaultJobSpec();
+  const uint32_t h = spec.sync().inner_steps();
+  for (auto& [r, id] : kAll) rig.Report(job, 1, 1, r, id, "h1", r == "c" ? 2.0 : 1.0);
+  REQUIRE(Starts(rig.Take()).size() == 3);
+  for (auto& [r, id] : kAll) rig.Report(job, 2, 2, r, id, "h2", 1.0);
+  rig.Take();
+  // Round 2 was planned from round 1: the ring exchange of the 3000-byte payload
+  // (4000 bytes sent per region = 2 (3 - 1) / 3 of it) paced by c's steps, and
+  // a and b waiting 1 s for c to reach it.
+  const RoundShape shape{.payload_bytes = 3000,
+                         .kind = proto::SyncKindOf(spec.sync()).value(),
+                         .inner_steps = h,
+                         .fragments = spec.sync().fragments(),
+                         .overlap_steps = spec.sync().overlap_steps(),
+                         .step_seconds = 2.0 / h};
+  const double wan = PredictRoundCommSeconds(shape, {.regions = 3, .bandwidth_bps = 8e6, .rtt_seconds = 0.02});
+  CHECK(wan > 0);
+  CHECK(rig.o().JobStatusOf(job).value().predicted_comm_seconds() == Approx(wan + 1.0));
 }

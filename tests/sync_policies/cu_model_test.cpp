@@ -86,3 +86,49 @@ TEST_CASE("cu model: inputs it cannot model are refused, naming them", "[cu_mode
   CHECK_THAT(message(compute, wan, {.kind = ls::PlanKind::kStreamingDiLoCo, .inner_steps = 4, .fragments = 5}),
              Catch::Contains("fragments must be in 1..inner_steps"));
 }
+
+TEST_CASE("cu model: given every link of the ring, an exchange counts each where it delays the hops", "[cu_model]") {
+  const ls::ComputeProfile compute{.params = 3e6, .layers = 1, .step_seconds = 0.01};
+  const ls::PlanSchedule diloco{.kind = ls::PlanKind::kDiLoCo, .inner_steps = 10, .bits_per_value = 8, .layerwise = false};
+  // Equal links: the same as the slowest link at the worst RTT, 32 Mbit at 80 Mbit/s and 2 round trips.
+  const ls::RingLink slow{8e7, 0.04}, fast{8e8, 0.04};
+  auto uniform = ls::PredictRound(compute, {.regions = 3, .bandwidth_bps = 8e7, .rtt_seconds = 0.04}, diloco);
+  auto same = ls::PredictRound(compute, {.regions = 3, .ring = {slow, slow, slow}}, diloco);
+  REQUIRE(uniform.ok());
+  REQUIRE(same.ok());
+  CHECK(uniform->stall_seconds == Approx(0.4 + 2 * 0.04));
+  CHECK(same->stall_seconds == Approx(uniform->stall_seconds));
+  // One slow link: it sends its 4 hops of 8 Mbit back to back, fed in time by
+  // the fast ones, and its last lands half a round trip later.
+  auto one_slow = ls::PredictRound(compute, {.regions = 3, .ring = {fast, fast, slow}}, diloco);
+  REQUIRE(one_slow.ok());
+  CHECK(one_slow->stall_seconds == Approx(4 * 0.1 + 0.02));
+  // A long round trip on a fast link delays what the slow link has to forward;
+  // a short one hides behind it.
+  auto far_fast = ls::PredictRound(compute, {.regions = 3, .ring = {{8e8, 0.6}, fast, slow}}, diloco);
+  auto near_fast = ls::PredictRound(compute, {.regions = 3, .ring = {{8e8, 0.001}, fast, slow}}, diloco);
+  REQUIRE(far_fast.ok());
+  REQUIRE(near_fast.ok());
+  CHECK(far_fast->stall_seconds > 2 * 0.3 + 0.1);  // two hops over it, one over the slow link at least
+  CHECK(near_fast->stall_seconds == Approx(one_slow->stall_seconds));
+  auto wrong = ls::PredictRound(compute, {.regions = 3, .ring = {slow, slow}}, diloco);
+  REQUIRE_FALSE(wrong.ok());
+  CHECK_THAT(wrong.status().message(), Catch::Contains("3 regions has 3 links, got 2"));
+  CHECK_FALSE(ls::PredictRound(compute, {.regions = 3, .ring = {slow, slow, {0, 0.01}}}, diloco).ok());
+}
+
+TEST_CASE("cu model: longhaul's round ends once every fragment it sent has landed", "[cu_model]") {
+  // 4 fragments of 2 Mbit at 20 Mbit/s: 0.1 s each, hidden by 3 steps of 0.1 s,
+  // except the one sent at the round's last step, which the round waits for.
+  const ls::ComputeProfile compute{.params = 1e6, .layers = 8, .step_seconds = 0.1};
+  ls::PlanSchedule s{.kind = ls::PlanKind::kStreamingDiLoCo, .inner_steps = 40, .fragments = 4, .overlap_steps = 3,
+                     .bits_per_value = 8};
+  const ls::WanProfile wan{.regions = 2, .bandwidth_bps = 2e7};
+  auto layerwise = ls::PredictRound(compute, wan, s);  // the paper's: overlaps into the next round
+  s.layerwise = false;
+  auto longhaul = ls::PredictRound(compute, wan, s);
+  REQUIRE(layerwise.ok());
+  REQUIRE(longhaul.ok());
+  CHECK(layerwise->stall_seconds == 0);
+  CHECK(longhaul->stall_seconds == Approx(0.1));
+}

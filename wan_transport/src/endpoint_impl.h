@@ -40,6 +40,14 @@ struct OutTransfer {
   size_t next_chunk = 0;
   std::deque<uint32_t> resend;
   SteadyTime start{};
+  // Link measurement (link_matrix.h): the busy period it belongs to (0: none,
+  // an explicit probe), whether its own ack marks the period's start, and the
+  // 1-byte lead probe queued ahead of it when a larger transfer opens a period.
+  uint64_t period = 0;
+  bool marker = false;
+  bool is_lead = false;
+  bool opened_connection = false;  // its first chunk waited for a connection's handshakes: no round trip
+  std::shared_ptr<OutTransfer> lead;
   std::atomic<bool> done{false};
   Status result;
   uint64_t size() const { return data->size(); }
@@ -67,7 +75,8 @@ class WanEndpoint::Impl {
   ~Impl();
   Status Start(const std::string& bind_address);
 
-  // Queues a transfer (blocks for backpressure until deadline).
+  // Queues a transfer (blocks for backpressure until deadline), behind a lead
+  // probe when it opens a busy period on its link and is not small.
   Result<std::shared_ptr<OutTransfer>> Enqueue(std::shared_ptr<OutTransfer> t, Deadline deadline);
   // Waits until the transfer is acked (or fails, or the deadline passes).
   Status WaitAcked(const std::shared_ptr<OutTransfer>& t, Deadline deadline);
@@ -75,6 +84,8 @@ class WanEndpoint::Impl {
   void Wake();
   void RegisterGroup(const GroupKey& key);
   void UnregisterGroup(const GroupKey& key);
+  // Ends a transfer (and its lead probe) with mu_ held; the caller notifies cv_.
+  void FinishLocked(const std::shared_ptr<OutTransfer>& t, Status s);
 
   WanOptions opt_;
   WanMetrics metrics_;
@@ -103,6 +114,7 @@ class WanEndpoint::Impl {
  private:
   struct PeerConn {
     std::vector<zmq::socket_t> dealers;
+    std::vector<bool> used;  // per dealer: has sent (its connection is set up)
     size_t rr = 0;
   };
   int ConnectionsFor(const OutTransfer& t);
@@ -118,6 +130,7 @@ class WanEndpoint::Impl {
   bool SendChunk(OutTransfer& t, uint32_t index);
   void Drop(const std::string& reason, const std::string& detail);
   void Finish(const std::shared_ptr<OutTransfer>& t, Status s);
+  std::shared_ptr<OutTransfer> LeadProbeFor(const OutTransfer& t);
 
   zmq::socket_t router_;
   zmq::socket_t wake_rx_, wake_tx_;

@@ -103,6 +103,7 @@ WanEndpoint::Impl::PeerConn& WanEndpoint::Impl::Conn(const OutTransfer& t) {
     if (opt_.encryption) MakeCurveClient(s, opt_.keys, t.peer_key);
     s.connect(t.peer_endpoint);
     c.dealers.push_back(std::move(s));
+    c.used.push_back(false);
   }
   metrics_.Connections(t.peer_endpoint, c.dealers.size());
   return c;
@@ -118,8 +119,13 @@ bool WanEndpoint::Impl::SendChunk(OutTransfer& t, uint32_t index) {
   FillChunkHeader(span, t.size(), static_cast<uint32_t>(t.chunks.size()), payload, h);
   std::string header = proto::EncodeData(std::move(frame));
   for (size_t attempt = 0; attempt < c.dealers.size(); ++attempt) {
-    zmq::socket_t& s = c.dealers[c.rr++ % c.dealers.size()];
+    const size_t d = c.rr++ % c.dealers.size();
+    zmq::socket_t& s = c.dealers[d];
     if (!s.send(zmq::buffer(header), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) continue;
+    if (!c.used[d]) {
+      c.used[d] = true;
+      if (index == 0) t.opened_connection = true;
+    }
     // Zero copy: the message references the retained transfer buffer, which it keeps alive.
     auto* keep = new std::shared_ptr<const std::vector<std::byte>>(t.data);
     zmq::message_t body(const_cast<std::byte*>(payload.data()), payload.size(),
@@ -167,13 +173,26 @@ int WanEndpoint::Impl::PumpSends() {
   return active_.empty() ? -1 : 0;
 }
 
-void WanEndpoint::Impl::Finish(const std::shared_ptr<OutTransfer>& t, Status s) {
-  std::lock_guard lock(mu_);
+namespace {
+double Seconds(SteadyTime t) { return std::chrono::duration<double>(t.time_since_epoch()).count(); }
+}  // namespace
+
+void WanEndpoint::Impl::FinishLocked(const std::shared_ptr<OutTransfer>& t, Status s) {
   if (t->done) return;
+  const bool failed = !s.ok();
   t->done = true;
   t->result = std::move(s);
   inflight_bytes_ -= t->size();
   unacked_.erase(t->base.transfer_id());
+  if (failed && t->period != 0 && !t->is_lead) {
+    estimator_.Done(t->peer_endpoint, t->period, t->size(), false, Seconds(std::chrono::steady_clock::now()));
+  }
+  if (t->lead) FinishLocked(t->lead, Aborted("the transfer it leads has ended"));  // no-op once acked
+}
+
+void WanEndpoint::Impl::Finish(const std::shared_ptr<OutTransfer>& t, Status s) {
+  std::lock_guard lock(mu_);
+  FinishLocked(t, std::move(s));
   cv_.notify_all();
 }
 
@@ -199,12 +218,20 @@ void WanEndpoint::Impl::HandleControl(const v1::ChunkControl& c, const std::stri
     return;
   }
   if (c.acked_bytes() == t->size()) {
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t->start).count();
-    if (t->base.job_id() != kProbeJob) {
-      estimator_.AddTransfer(peer, t->size(), secs);
-      LinkEstimate e = estimator_.Get(peer);
-      metrics_.Link(peer, e.bandwidth_bytes_per_second, e.rtt_seconds);
-      metrics_.TransferDone(secs);
+    const SteadyTime now = std::chrono::steady_clock::now();
+    const double secs = std::chrono::duration<double>(now - t->start).count();
+    if (t->period != 0) {  // not an explicit probe: Probe() measures those itself
+      if (t->is_lead || t->marker) {
+        estimator_.MarkerAcked(peer, t->period, Seconds(t->start), Seconds(now), t->opened_connection);
+      } else if (t->size() < LinkEstimator::kRttSampleMaxBytes && !t->opened_connection) {
+        estimator_.AddRtt(peer, secs);
+      }
+      if (!t->is_lead) {
+        estimator_.Done(peer, t->period, t->marker ? 0 : t->size(), true, Seconds(now));
+        LinkEstimate e = estimator_.Get(peer);
+        metrics_.Link(peer, e.bandwidth_bytes_per_second, e.rtt_seconds);
+        metrics_.TransferDone(secs);
+      }
     }
     Finish(t, Status::Ok());
   }
@@ -266,6 +293,26 @@ void WanEndpoint::Impl::Loop() {
   }
 }
 
+std::shared_ptr<OutTransfer> WanEndpoint::Impl::LeadProbeFor(const OutTransfer& t) {
+  static const auto kOneByte = std::make_shared<const std::vector<std::byte>>(1);
+  auto lead = std::make_shared<OutTransfer>();
+  lead->peer_endpoint = t.peer_endpoint;
+  lead->peer_key = t.peer_key;
+  lead->connections = t.connections;
+  lead->data = kOneByte;
+  lead->period = t.period;
+  lead->is_lead = true;
+  // The receiver acks and drops probes (endpoint_rx.cpp), never delivers them;
+  // the sender's rank keeps its probes apart from other senders'.
+  lead->base.set_protocol_version(1);
+  lead->base.set_job_id(kProbeJob);
+  lead->base.set_shard(t.base.shard());
+  lead->base.set_transfer_id(NextTransferId(static_cast<int>(t.base.shard())));
+  lead->base.set_fragment(static_cast<uint32_t>(lead->base.transfer_id()));
+  lead->chunks = PlanChunks(1, opt_.chunk_bytes);
+  return lead;
+}
+
 Result<std::shared_ptr<OutTransfer>> WanEndpoint::Impl::Enqueue(std::shared_ptr<OutTransfer> t, Deadline deadline) {
   {
     std::unique_lock lock(mu_);
@@ -280,6 +327,17 @@ Result<std::shared_ptr<OutTransfer>> WanEndpoint::Impl::Enqueue(std::shared_ptr<
     if (!ok) {
       return DeadlineExceeded("send to " + t->peer_endpoint + ": " + std::to_string(inflight_bytes_) +
                               " bytes still unacknowledged (max_inflight_bytes " + std::to_string(opt_.max_inflight_bytes) + ")");
+    }
+    if (!probe) {
+      const LinkEstimator::Ticket ticket = estimator_.Queued(t->peer_endpoint);
+      t->period = ticket.period;
+      if (ticket.opens && t->size() < LinkEstimator::kRttSampleMaxBytes) t->marker = true;
+      if (ticket.opens && !t->marker) {
+        t->lead = LeadProbeFor(*t);
+        inflight_bytes_ += t->lead->size();
+        unacked_[t->lead->base.transfer_id()] = t->lead;
+        submitted_.push_back(t->lead);
+      }
     }
     inflight_bytes_ += t->size();
     unacked_[t->base.transfer_id()] = t;

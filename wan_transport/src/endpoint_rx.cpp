@@ -139,17 +139,11 @@ void WanEndpoint::Impl::UnregisterGroup(const GroupKey& key) {
   closed_groups_.insert(key);
   if (closed_groups_.size() > 1024) closed_groups_.erase(closed_groups_.begin());
   // Transfers of this group that were never acked will never be: release their window.
-  for (auto it = unacked_.begin(); it != unacked_.end();) {
-    const auto& b = it->second->base;
-    if (GroupKey{b.job_id(), b.epoch(), b.round()} == key) {
-      it->second->result = Aborted("group left before the peer acknowledged");
-      it->second->done = true;
-      inflight_bytes_ -= it->second->size();
-      it = unacked_.erase(it);
-    } else {
-      ++it;
-    }
+  std::vector<std::shared_ptr<OutTransfer>> left;
+  for (const auto& [id, t] : unacked_) {
+    if (GroupKey{t->base.job_id(), t->base.epoch(), t->base.round()} == key) left.push_back(t);
   }
+  for (const auto& t : left) FinishLocked(t, Aborted("group left before the peer acknowledged"));
   cv_.notify_all();
 }
 

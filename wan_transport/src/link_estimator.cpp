@@ -5,22 +5,66 @@
 #include "longhaul/wan_transport/link_matrix.h"
 
 namespace longhaul::wan_transport {
+namespace {
+constexpr double kBandwidthAlpha = 0.3;  // EWMA weight of a new delivery rate
+}  // namespace
 
-void LinkEstimator::AddTransfer(const std::string& peer, uint64_t bytes, double seconds) {
-  if (seconds <= 0) return;
+LinkEstimator::Ticket LinkEstimator::Queued(const std::string& peer) {
   std::lock_guard lock(mu_);
-  LinkEstimate& e = m_.peers[peer];
-  constexpr double kAlpha = 0.3;
-  // A transfer takes about rtt + bytes/bw; subtract the known RTT so small
-  // transfers do not make the link look slow.
-  double transfer_time = seconds - e.rtt_seconds;
-  if (bytes >= (uint64_t{256} << 10) && transfer_time > seconds * 0.1) {
-    double bw = static_cast<double>(bytes) / transfer_time;
-    e.bandwidth_bytes_per_second = e.bandwidth_bytes_per_second == 0 ? bw : (1 - kAlpha) * e.bandwidth_bytes_per_second + kAlpha * bw;
-  } else if (bytes < (uint64_t{64} << 10)) {
-    e.rtt_seconds = e.rtt_seconds == 0 ? seconds : (1 - kAlpha) * e.rtt_seconds + kAlpha * seconds;
+  Busy& b = busy_[peer];
+  Ticket t{.period = b.period, .opens = false};
+  if (b.open == 0) {
+    b = Busy{.period = ++periods_};
+    t = {.period = b.period, .opens = true};
   }
+  ++b.open;
+  return t;
+}
+
+void LinkEstimator::MarkerAcked(const std::string& peer, uint64_t period, double sent, double acked,
+                                bool opened_connection) {
+  if (!(acked > sent)) return;
+  std::lock_guard lock(mu_);
+  if (!opened_connection) AddRttLocked(peer, acked - sent);
+  auto it = busy_.find(peer);
+  if (it == busy_.end() || it->second.period != period || it->second.start >= 0) return;
+  // The marker's own ack can come late (queued behind the period's bytes on
+  // another connection); the least round trip says when it would have come.
+  // Behind a connection's handshakes everything waited as long as it did.
+  const double rtt = m_.peers[peer].rtt_seconds;
+  it->second.start = opened_connection || rtt <= 0 ? acked : sent + rtt;
+}
+
+void LinkEstimator::Done(const std::string& peer, uint64_t period, uint64_t bytes, bool acked, double at) {
+  std::lock_guard lock(mu_);
+  auto it = busy_.find(peer);
+  if (it == busy_.end() || it->second.period != period || it->second.open == 0) return;
+  Busy& b = it->second;
+  if (!acked) b.failed = true;
+  else if (b.start >= 0) b.bytes += bytes;  // bytes acked before the marker's ack cannot be timed
+  if (--b.open > 0) return;
+  const double seconds = at - b.start;
+  if (b.failed || b.start < 0 || b.bytes < kTimedBytes || !(seconds > 0)) return;
+  LinkEstimate& e = m_.peers[peer];
+  const double bw = static_cast<double>(b.bytes) / seconds;
+  e.bandwidth_bytes_per_second =
+      e.bandwidth_bytes_per_second == 0 ? bw : (1 - kBandwidthAlpha) * e.bandwidth_bytes_per_second + kBandwidthAlpha * bw;
   ++e.samples;
+}
+
+void LinkEstimator::AddRttLocked(const std::string& peer, double seconds) {
+  auto& window = rtt_samples_[peer];
+  window.push_back(seconds);
+  if (window.size() > kRttWindow) window.pop_front();
+  LinkEstimate& e = m_.peers[peer];
+  e.rtt_seconds = *std::min_element(window.begin(), window.end());
+  ++e.samples;
+}
+
+void LinkEstimator::AddRtt(const std::string& peer, double seconds) {
+  if (!(seconds > 0)) return;
+  std::lock_guard lock(mu_);
+  AddRttLocked(peer, seconds);
 }
 
 void LinkEstimator::SetProbe(const std::string& peer, double rtt, double bw) {
@@ -28,6 +72,7 @@ void LinkEstimator::SetProbe(const std::string& peer, double rtt, double bw) {
   LinkEstimate& e = m_.peers[peer];
   e.rtt_seconds = rtt;
   e.bandwidth_bytes_per_second = bw;
+  rtt_samples_[peer].assign(1, rtt);
   ++e.samples;
 }
 

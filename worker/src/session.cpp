@@ -212,6 +212,10 @@ std::span<const float> Session::theta() const {
 }
 
 Status Session::BeginRound(const v1::RoundCommand& cmd, bool* joined) {
+  // The last round's links again, now that the acks of its last sends are back
+  // (a link's rate is measured when its busy period ends, which can be after
+  // our collective and our report).
+  if (options_.rank == 0) ReportLinks(cmd);
   current_ = cmd;
   round_ = cmd.round();
   current_epoch_ = cmd.epoch();
@@ -422,8 +426,11 @@ Result<StepEvent> Session::FinishRound() {
     SendReport(cmd, checkpoint.status(), "");
     return AfterAbort(checkpoint.status().message());
   }
-  SendReport(cmd, *result, *checkpoint);
+  // Before the report, so the round's links reach the orchestrator before it
+  // plans the next round; a link whose last acks are still on their way is
+  // reported again when the next round begins.
   if (options_.rank == 0) ReportLinks(cmd);
+  SendReport(cmd, *result, *checkpoint);
   auto drop_checkpoint = [&] {
     if (checkpoint->empty()) return;
     std::error_code ec;

@@ -214,6 +214,13 @@ Result<v1::JobStatus> LocalCluster::JobStatus(const std::string& job_id) {
   return reply.job_status();
 }
 
+Result<v1::ListRegionsReply> LocalCluster::Regions() {
+  v1::ControlMessage req;
+  req.mutable_list_regions();
+  LONGHAUL_ASSIGN_OR_RETURN(auto reply, impl_->client->Call(req));
+  return reply.list_regions_reply();
+}
+
 Result<v1::JobStatus> LocalCluster::WaitForJob(const std::string& job_id, std::chrono::seconds timeout,
                                                std::chrono::milliseconds poll,
                                                const std::function<void(const v1::JobStatus&)>& on_status) {

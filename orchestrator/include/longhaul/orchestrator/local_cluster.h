@@ -66,6 +66,8 @@ class LocalCluster {
 
   Result<std::string> Submit(const v1::JobSpec& spec);
   Result<v1::JobStatus> JobStatus(const std::string& job_id);
+  // The regions as the orchestrator knows them (state, links measured).
+  Result<v1::ListRegionsReply> Regions();
   // Polls the job every `poll` until it ends (succeeded, failed, cancelled);
   // `on_status` sees every status read. Fails when the job is not over within
   // `timeout`, when a process of the cluster exits, or when interrupted.

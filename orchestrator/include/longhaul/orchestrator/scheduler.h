@@ -7,9 +7,10 @@
 //     flight: ceil(bandwidth * RTT / bytes_in_flight_per_connection),
 //   - the predicted communication time of the round: how long its compute
 //     waits for the WAN, from sync_policies' CU model (cu_model.h: each ring
-//     all-reduce of S bytes over M regions takes 2(M-1)/M * S / bottleneck +
-//     (M-1) * RTT; kind sync does one per inner step, diloco one per round,
-//     streaming_diloco one per fragment, hidden by tau steps of compute),
+//     all-reduce of S bytes over M regions moves 2(M-1)/M * S over the
+//     bottleneck, its 2(M-1) hops along the ring's measured links; kind sync
+//     does one per inner step, diloco one per round, streaming_diloco one per
+//     fragment, hidden by tau steps of compute within the round),
 // and says why in a human-readable reason.
 #pragma once
 
@@ -37,7 +38,9 @@ struct LinkEstimate {
 // Latest estimate per directed link, plus per-region rates as a fallback.
 class LinkTable {
  public:
-  void SetLink(const std::string& from, const std::string& to, LinkEstimate e) { links_[{from, to}] = e; }
+  // A measurement without a bandwidth (only round trips measured yet) keeps the
+  // link's last measured bandwidth.
+  void SetLink(const std::string& from, const std::string& to, LinkEstimate e);
   void SetRegionRate(const std::string& region, double bytes_per_second) { region_rate_[region] = bytes_per_second; }
   // Direct measurement if any, else the slower of the two regions' rates.
   LinkEstimate Get(const std::string& from, const std::string& to) const;
@@ -72,17 +75,20 @@ struct RoundShape {
   sync_policies::SyncKind kind = sync_policies::SyncKind::kDiLoCo;
   uint32_t inner_steps = 1;
   uint32_t fragments = 1, overlap_steps = 0;  // streaming_diloco
-  double step_seconds = 0;     // measured compute per inner step (0 = unknown: nothing is hidden)
+  double step_seconds = 0;     // measured compute per inner step of the slowest participant (0 = unknown)
+  double fastest_step_seconds = 0;  // of the fastest (0 = all alike): it waits for the slowest in the exchanges
 };
 
 // The CU model's schedule for a round of this shape (kind local: as diloco,
 // though it exchanges nothing), whole vectors at the step's end.
 sync_policies::PlanSchedule PlanScheduleOf(const RoundShape& shape, double bits_per_value);
 
-// Seconds the round's compute waits for the WAN (0 when a region is alone or
-// nothing is known, and for kind local).
-double PredictRoundCommSeconds(int regions, const RoundShape& shape, double bottleneck_bytes_per_second,
-                               double rtt_seconds);
+// The longest any participant waits in the round's exchanges (0 when a region
+// is alone or nothing is known, and for kind local): the WAN's stall of the
+// slowest region's schedule, plus, for the fastest, the H x (slowest - fastest
+// step) it spends waiting for the slowest to reach each exchange (all its steps
+// end at the round's end, whatever the overlap).
+double PredictRoundCommSeconds(const RoundShape& shape, const sync_policies::WanProfile& wan);
 uint32_t ConnectionsForLink(double bytes_per_second, double rtt_seconds, const ScheduleOptions& options);
 
 Result<RoundSchedule> PlanRound(const std::vector<std::string>& participants, const LinkTable& links,
