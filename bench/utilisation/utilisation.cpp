@@ -46,8 +46,9 @@ struct Options {
   std::string preset = "small";
   uint32_t regions = 3;
   uint32_t h = 100;
-  uint32_t rounds = 4;
+  uint32_t rounds = 8;
   int job_timeout_s = 900;
+  bool keep_logs = false;
 };
 
 struct Figures {
@@ -104,6 +105,7 @@ int main(int argc, char** argv) {
   app.add_option("--inner-steps", o.h, "H, inner steps per round")->check(CLI::Range(8, 100000));
   app.add_option("--rounds", o.rounds, "outer rounds per configuration")->check(CLI::Range(1, 1000));
   app.add_option("--job-timeout-s", o.job_timeout_s, "give up on a job after this long");
+  app.add_flag("--keep-logs", o.keep_logs, "keep the cluster's folder (logs, state file) and print its path");
   CLI11_PARSE(app, argc, argv);
 
   const uint32_t h = o.h;
@@ -115,7 +117,8 @@ int main(int argc, char** argv) {
       {"Streaming DiLoCo H=" + std::to_string(h) + " P=4 tau=" + std::to_string(h / 8) + " int8", SyncKind::kStreamingDiLoCo,
        h, 4, h / 8},
   };
-  const orch::LocalClusterOptions co = bench::BenchClusterOptions(o.regions, "utilisation", orch::DefaultBinDir(argv[0]));
+  orch::LocalClusterOptions co = bench::BenchClusterOptions(o.regions, "utilisation", orch::DefaultBinDir(argv[0]));
+  co.keep_work_dir = o.keep_logs;
   auto cluster = orch::LocalCluster::Start(co);
   if (!cluster.ok()) {
     std::fprintf(stderr, "bench_utilisation: %s\n", cluster.status().message().c_str());
@@ -164,5 +167,6 @@ int main(int argc, char** argv) {
                   l.bytes_per_second() / 1e6, into->rate_mbit / 8, l.rtt_seconds() * 1e3, 2 * into->delay_ms);
     }
   }
+  if (o.keep_logs) std::printf("\nlogs kept in %s\n", (*cluster)->log_dir().c_str());
   return 0;
 }

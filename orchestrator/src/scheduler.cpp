@@ -12,6 +12,7 @@ namespace longhaul::orchestrator {
 void LinkTable::SetLink(const std::string& from, const std::string& to, LinkEstimate e) {
   LinkEstimate& known = links_[{from, to}];
   if (e.bytes_per_second <= 0) e.bytes_per_second = known.bytes_per_second;
+  if (e.rtt_seconds <= 0) e.rtt_seconds = known.rtt_seconds;
   known = e;
 }
 

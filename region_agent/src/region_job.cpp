@@ -225,10 +225,14 @@ Result<std::string> RegionJob::StartLinkem(const std::string& worker_endpoint) {
   SpawnOptions spawn;
   spawn.program = options_.linkem_binary;
   spawn.capture_stdout = true;
-  spawn.log_file = options_.job_dir / ("linkem-" + std::to_string(linkems_.size()) + ".log");
+  const std::string name = "linkem-" + std::to_string(linkems_.size());
+  spawn.log_file = options_.job_dir / (name + ".log");
+  // Writing "rate-mbit=R delay-ms=D" into <job dir>/linkem-N.control reshapes
+  // the running link (benchmarks and tests change a WAN link mid-job).
   spawn.args = {"--listen", options_.data_host + ":0", "--forward", StripScheme(worker_endpoint),
                 "--rate-mbit", Fmt(options_.wan_rate_mbit), "--delay-ms", Fmt(options_.wan_delay_ms),
-                "--jitter-ms", Fmt(options_.wan_jitter_ms)};
+                "--jitter-ms", Fmt(options_.wan_jitter_ms), "--control-file",
+                (options_.job_dir / (name + ".control")).string()};
   auto child = ChildProcess::Spawn(spawn);
   if (!child.ok()) return child.status().WithContext("starting longhaul-linkem");
   auto line = child->ReadLine(DeadlineAfter(std::chrono::seconds(10)));

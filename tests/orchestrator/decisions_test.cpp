@@ -259,6 +259,9 @@ TEST_CASE("the scheduler sizes connections from the BDP and predicts the round o
   CHECK(rates.Get("a", "b").bytes_per_second == Approx(7e6));
   CHECK(rates.Get("a", "b").rtt_seconds == Approx(0.05));
   CHECK_FALSE(rates.Get("a", "b").rate_includes_latency);
+  rates.SetLink("a", "b", {6e6, 0});  // and one with only a bandwidth keeps the round trip
+  CHECK(rates.Get("a", "b").bytes_per_second == Approx(6e6));
+  CHECK(rates.Get("a", "b").rtt_seconds == Approx(0.05));
   LinkTable empty;
   auto u = PlanRound({"a", "b"}, empty, RoundShape{}, o);
   REQUIRE(u.ok());

@@ -1,5 +1,6 @@
 // Integration: longhaul-linkem as a real process. Its rate and delay must be
-// within 10% of the settings; bad flags exit 2.
+// within 10% of the settings, also after its control file changed them; bad
+// flags exit 2.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -7,9 +8,11 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <fstream>
 #include <thread>
 
 #include "support/subprocess.h"
+#include "support/temp_dir.h"
 #include "wan_transport/wan_test_util.h"
 
 using namespace longhaul::wan_transport::testing;
@@ -155,4 +158,59 @@ TEST_CASE("linkem rejects bad flags with exit code 2") {
   CHECK(bad_rate.Wait(5s) == 2);
   auto bad_host = StartLinkem({kLinkem, "--forward", "nowhere:80"});
   CHECK(bad_host.Wait(5s) == 2);
+}
+
+TEST_CASE("linkem reshapes a running link from its control file and keeps its shape when the file is bad") {
+  longhaul::testing::TempDir dir("linkem");  // before the process that writes into it
+  const std::string control = (dir / "link.control").string();
+  Server server;
+  auto p = longhaul::testing::Subprocess::Spawn(
+      {kLinkem, "--listen", "127.0.0.1:0", "--forward", "127.0.0.1:" + std::to_string(server.port), "--rate-mbit", "40",
+       "--delay-ms", "10", "--control-file", control},
+      {.log_path = (dir / "linkem.log").string(), .capture_stdout = true});
+  REQUIRE(p.ok());
+  auto& linkem = *p;
+  std::string line = linkem.ReadLine(10s);
+  REQUIRE(line.rfind("listening on 127.0.0.1:", 0) == 0);
+  int fd = Connect(std::stoi(line.substr(line.rfind(':') + 1)));
+  auto median_rtt = [&] {
+    std::vector<double> rtts;
+    for (int i = 0; i < 5; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      char c = 'p';
+      REQUIRE(WriteN(fd, &c, 1));
+      REQUIRE(ReadN(fd, &c, 1));
+      rtts.push_back(Seconds(std::chrono::steady_clock::now() - t0));
+    }
+    std::sort(rtts.begin(), rtts.end());
+    return rtts[rtts.size() / 2];
+  };
+  CHECK(median_rtt() == Approx(0.020).epsilon(0.10));
+
+  auto write = [&](const std::string& text) {
+    std::ofstream out(control, std::ios::trunc);
+    out << text;
+  };
+  write("rate-mbit=10 delay-ms=40  # the link gets worse\n");
+  REQUIRE(linkem.WaitForLine("now rate-mbit=10 delay-ms=40 jitter-ms=0", 5s));
+  CHECK(median_rtt() == Approx(0.080).epsilon(0.10));
+  const uint64_t n = 2 << 20;  // ~1.7 s at 10 Mbit/s
+  std::vector<char> payload(1 << 20, 'x');
+  auto t0 = std::chrono::steady_clock::now();
+  char op = 'b';
+  REQUIRE(WriteN(fd, &op, 1));
+  REQUIRE(WriteN(fd, reinterpret_cast<const char*>(&n), 8));
+  for (uint64_t sent = 0; sent < n; sent += payload.size()) REQUIRE(WriteN(fd, payload.data(), payload.size()));
+  char done;
+  REQUIRE(ReadN(fd, &done, 1));
+  const double elapsed = Seconds(std::chrono::steady_clock::now() - t0);
+  CAPTURE(elapsed);
+  CHECK(static_cast<double>(n) * 8 / (elapsed - 0.080) == Approx(10e6).epsilon(0.10));
+
+  write("rate-mbit=fast\n");
+  REQUIRE(linkem.WaitForLine("rate-mbit: 'fast' is not a number", 5s));
+  CHECK(median_rtt() == Approx(0.080).epsilon(0.10));  // kept
+  ::close(fd);
+  linkem.Signal(SIGTERM);
+  CHECK(linkem.Wait(5s) == 0);
 }

@@ -220,6 +220,10 @@ void WanEndpoint::Impl::HandleControl(const v1::ChunkControl& c, const std::stri
   if (c.acked_bytes() == t->size()) {
     const SteadyTime now = std::chrono::steady_clock::now();
     const double secs = std::chrono::duration<double>(now - t->start).count();
+    // Under mu_ and only while not done: a group left meanwhile (UnregisterGroup)
+    // has counted the transfer out of its period already.
+    std::lock_guard lock(mu_);
+    if (t->done) return;
     if (t->period != 0) {  // not an explicit probe: Probe() measures those itself
       if (t->is_lead || t->marker) {
         estimator_.MarkerAcked(peer, t->period, Seconds(t->start), Seconds(now), t->opened_connection);
@@ -233,7 +237,8 @@ void WanEndpoint::Impl::HandleControl(const v1::ChunkControl& c, const std::stri
         metrics_.TransferDone(secs);
       }
     }
-    Finish(t, Status::Ok());
+    FinishLocked(t, Status::Ok());
+    cv_.notify_all();
   }
 }
 

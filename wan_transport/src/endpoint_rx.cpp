@@ -103,6 +103,7 @@ void WanEndpoint::Impl::HandleChunk(const zmq::message_t& id, const v1::TensorCh
         in.failed = DataLoss("chunk " + std::to_string(h.chunk_index()) + " from rank " + std::to_string(h.shard()) +
                              " failed its checksum " + std::to_string(tries) + " times");
         *reply.mutable_error() = proto::ToWireError(in.failed);
+        if (probe) stream.erase(it);  // probes are never received: nothing waits for the failure
         cv_.notify_all();
       } else {
         reply.add_resend_chunks(h.chunk_index());
@@ -180,6 +181,7 @@ Result<ProbeResult> WanEndpoint::Probe(const PeerSpec& peer, size_t probe_bytes,
     t->peer_key = peer.public_key;
     t->data = std::make_shared<const std::vector<std::byte>>(bytes);
     t->base.set_job_id(kProbeJob);
+    t->base.set_shard(0xFFFF);  // apart from the lead probes of rank-numbered senders
     t->base.set_transfer_id(impl_->NextTransferId(0xFFFF));
     t->base.set_fragment(static_cast<uint32_t>(t->base.transfer_id()));
     t->base.set_protocol_version(1);

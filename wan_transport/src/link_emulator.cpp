@@ -11,12 +11,15 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <list>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -31,12 +34,18 @@ using Clock = std::chrono::steady_clock;
 // writers sharing it together never exceed the rate.
 class TokenBucket {
  public:
-  explicit TokenBucket(double rate) : rate_(rate), burst_(std::max(16384.0, rate * 0.002)), tokens_(burst_) {}
+  explicit TokenBucket(double rate) : rate_(rate), burst_(BurstFor(rate)), tokens_(burst_) {}
+  void SetRate(double rate) {
+    std::lock_guard lock(mu_);
+    rate_ = rate;
+    burst_ = BurstFor(rate);
+    tokens_ = std::min(tokens_, burst_);
+  }
   void Take(size_t bytes) {
-    if (rate_ <= 0) return;
     double wait_s;
     {
       std::lock_guard lock(mu_);
+      if (rate_ <= 0) return;
       auto now = Clock::now();
       tokens_ = std::min(burst_, tokens_ + rate_ * std::chrono::duration<double>(now - last_).count());
       last_ = now;
@@ -47,6 +56,7 @@ class TokenBucket {
   }
 
  private:
+  static double BurstFor(double rate) { return std::max(16384.0, rate * 0.002); }
   std::mutex mu_;
   double rate_, burst_, tokens_;
   Clock::time_point last_ = Clock::now();
@@ -85,9 +95,66 @@ Status ParseHostPort(const std::string& text, std::string* host, int* port) {
   return Status::Ok();
 }
 
+Status LinkShape::Validate() const {
+  if (!(rate_bytes_per_second >= 0) || !std::isfinite(rate_bytes_per_second)) return InvalidArgument("rate must be >= 0");
+  if (delay.count() < 0 || jitter.count() < 0) return InvalidArgument("delay and jitter must be >= 0");
+  if (jitter > delay) return InvalidArgument("jitter must not exceed delay");
+  return Status::Ok();
+}
+
+std::string LinkShape::ToString() const {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "rate-mbit=%g delay-ms=%g jitter-ms=%g", rate_bytes_per_second * 8 / 1e6,
+                static_cast<double>(delay.count()) / 1e3, static_cast<double>(jitter.count()) / 1e3);
+  return buf;
+}
+
+namespace {
+
+// One "key=value" of a control text, applied to `shape`.
+Status ApplyLinkSetting(const std::string& item, LinkShape& shape) {
+  const auto eq = item.find('=');
+  if (eq == std::string::npos) return InvalidArgument("'" + item + "' is not key=value");
+  const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+  double v = 0;
+  size_t used = 0;
+  try {
+    v = std::stod(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != value.size() || !std::isfinite(v) || v < 0 || v > 1e6) {
+    return InvalidArgument(key + ": '" + value + "' is not a number in 0..1e6");
+  }
+  const auto micros = std::chrono::microseconds(static_cast<long>(v * 1000));
+  if (key == "rate-mbit") shape.rate_bytes_per_second = v * 1e6 / 8;
+  else if (key == "delay-ms") shape.delay = micros;
+  else if (key == "jitter-ms") shape.jitter = micros;
+  else return InvalidArgument("unknown setting '" + key + "' (rate-mbit, delay-ms, jitter-ms)");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<LinkShape> ParseLinkControl(const std::string& text, const LinkShape& current) {
+  LinkShape shape = current;
+  std::istringstream lines(text);
+  std::string line, item;
+  while (std::getline(lines, line)) {
+    std::istringstream items(line.substr(0, line.find('#')));  // '#' comments to the line's end
+    while (items >> item) LONGHAUL_RETURN_IF_ERROR(ApplyLinkSetting(item, shape));
+  }
+  LONGHAUL_RETURN_IF_ERROR(shape.Validate());
+  return shape;
+}
+
 class LinkEmulator::Impl {
  public:
-  explicit Impl(LinkEmulatorOptions o) : opt_(std::move(o)), up_(opt_.rate_bytes_per_second), down_(opt_.rate_bytes_per_second) {}
+  explicit Impl(LinkEmulatorOptions o)
+      : opt_(std::move(o)),
+        shape_{opt_.rate_bytes_per_second, opt_.delay, opt_.jitter},
+        up_(opt_.rate_bytes_per_second),
+        down_(opt_.rate_bytes_per_second) {}
   ~Impl() {
     stop_ = true;
     if (acceptor_.joinable()) acceptor_.join();
@@ -126,6 +193,19 @@ class LinkEmulator::Impl {
     return Status::Ok();
   }
 
+  void Reshape(const LinkShape& shape) {
+    {
+      std::lock_guard lock(shape_mu_);
+      shape_ = shape;
+    }
+    up_.SetRate(shape.rate_bytes_per_second);
+    down_.SetRate(shape.rate_bytes_per_second);
+  }
+  LinkShape shape() const {
+    std::lock_guard lock(shape_mu_);
+    return shape_;
+  }
+
   LinkEmulatorOptions opt_;
   std::string address_;
   int port_ = 0;
@@ -142,10 +222,10 @@ class LinkEmulator::Impl {
     Clock::time_point last_release{};
   };
 
-  size_t QueueLimit() const {
-    double delay_s = std::chrono::duration<double>(opt_.delay + opt_.jitter).count();
-    if (opt_.rate_bytes_per_second <= 0) return size_t{32} << 20;
-    return static_cast<size_t>(opt_.rate_bytes_per_second * delay_s * 1.5) + (size_t{1} << 20);
+  static size_t QueueLimit(const LinkShape& shape) {
+    double delay_s = std::chrono::duration<double>(shape.delay + shape.jitter).count();
+    if (shape.rate_bytes_per_second <= 0) return size_t{32} << 20;
+    return static_cast<size_t>(shape.rate_bytes_per_second * delay_s * 1.5) + (size_t{1} << 20);
   }
 
   int ConnectForward() {
@@ -190,10 +270,10 @@ class LinkEmulator::Impl {
 
   void Read(int fd, Pipe& pipe) {
     std::mt19937_64 rng(std::random_device{}());
-    std::uniform_int_distribution<long> jitter(-opt_.jitter.count(), opt_.jitter.count());
-    const size_t limit = QueueLimit();
     std::vector<char> buf(64 << 10);
     while (!stop_) {
+      const LinkShape now_shape = shape();
+      const size_t limit = QueueLimit(now_shape);
       {
         std::unique_lock lock(pipe.mu);
         while (!pipe.cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return pipe.queued < limit || pipe.closed || stop_.load(); })) {
@@ -203,11 +283,13 @@ class LinkEmulator::Impl {
       ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
       if (n < 0 && errno == EINTR) continue;
       auto now = Clock::now();
+      const LinkShape at = shape();  // the shape when these bytes entered the link
+      std::uniform_int_distribution<long> jitter(-at.jitter.count(), at.jitter.count());
       std::lock_guard lock(pipe.mu);
       Segment s;
       if (n > 0) s.bytes.assign(buf.data(), buf.data() + n);
       // Jittered release times never go backwards: bytes of a stream stay in order.
-      s.release = std::max(pipe.last_release, now + opt_.delay + std::chrono::microseconds(jitter(rng)));
+      s.release = std::max(pipe.last_release, now + at.delay + std::chrono::microseconds(jitter(rng)));
       pipe.last_release = s.release;
       pipe.queued += s.bytes.size();
       pipe.q.push_back(std::move(s));
@@ -252,6 +334,8 @@ class LinkEmulator::Impl {
   std::string fwd_host_;
   int fwd_port_ = 0;
   int listen_fd_ = -1;
+  mutable std::mutex shape_mu_;
+  LinkShape shape_;  // guarded by shape_mu_
   TokenBucket up_, down_;
   std::atomic<bool> stop_{false};
   std::thread acceptor_;
@@ -265,9 +349,8 @@ LinkEmulator::LinkEmulator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 LinkEmulator::~LinkEmulator() = default;
 
 Result<std::unique_ptr<LinkEmulator>> LinkEmulator::Start(const LinkEmulatorOptions& options) {
-  if (options.rate_bytes_per_second < 0) return InvalidArgument("rate must be >= 0");
-  if (options.delay.count() < 0 || options.jitter.count() < 0) return InvalidArgument("delay and jitter must be >= 0");
-  if (options.jitter > options.delay) return InvalidArgument("jitter must not exceed delay");
+  const LinkShape shape{options.rate_bytes_per_second, options.delay, options.jitter};
+  LONGHAUL_RETURN_IF_ERROR(shape.Validate());
   auto impl = std::make_unique<Impl>(options);
   LONGHAUL_RETURN_IF_ERROR(impl->Start());
   return std::unique_ptr<LinkEmulator>(new LinkEmulator(std::move(impl)));
@@ -276,5 +359,13 @@ Result<std::unique_ptr<LinkEmulator>> LinkEmulator::Start(const LinkEmulatorOpti
 std::string LinkEmulator::listen_address() const { return impl_->address_; }
 int LinkEmulator::port() const { return impl_->port_; }
 uint64_t LinkEmulator::connections_accepted() const { return impl_->accepted_.load(); }
+
+Status LinkEmulator::Reshape(const LinkShape& shape) {
+  LONGHAUL_RETURN_IF_ERROR(shape.Validate());
+  impl_->Reshape(shape);
+  return Status::Ok();
+}
+
+LinkShape LinkEmulator::shape() const { return impl_->shape(); }
 
 }  // namespace longhaul::wan_transport

@@ -41,7 +41,10 @@ void LinkEstimator::Done(const std::string& peer, uint64_t period, uint64_t byte
   if (it == busy_.end() || it->second.period != period || it->second.open == 0) return;
   Busy& b = it->second;
   if (!acked) b.failed = true;
-  else if (b.start >= 0) b.bytes += bytes;  // bytes acked before the marker's ack cannot be timed
+  else if (b.start >= 0) {  // bytes acked before the marker's ack cannot be timed
+    b.bytes += bytes;
+    b.last_ack = at;
+  }
   if (--b.open > 0) return;
   const double seconds = at - b.start;
   if (b.failed || b.start < 0 || b.bytes < kTimedBytes || !(seconds > 0)) return;
@@ -76,15 +79,27 @@ void LinkEstimator::SetProbe(const std::string& peer, double rtt, double bw) {
   ++e.samples;
 }
 
+LinkEstimate LinkEstimator::WithOpenPeriodLocked(const std::string& peer, LinkEstimate e) const {
+  if (e.bandwidth_bytes_per_second > 0) return e;
+  auto it = busy_.find(peer);
+  if (it == busy_.end()) return e;
+  const Busy& b = it->second;
+  if (b.open > 0 && !b.failed && b.start >= 0 && b.bytes >= kTimedBytes && b.last_ack > b.start)
+    e.bandwidth_bytes_per_second = static_cast<double>(b.bytes) / (b.last_ack - b.start);
+  return e;
+}
+
 LinkEstimate LinkEstimator::Get(const std::string& peer) const {
   std::lock_guard lock(mu_);
   auto it = m_.peers.find(peer);
-  return it == m_.peers.end() ? LinkEstimate{} : it->second;
+  return WithOpenPeriodLocked(peer, it == m_.peers.end() ? LinkEstimate{} : it->second);
 }
 
 LinkMatrix LinkEstimator::Snapshot() const {
   std::lock_guard lock(mu_);
-  return m_;
+  LinkMatrix out = m_;
+  for (auto& [peer, e] : out.peers) e = WithOpenPeriodLocked(peer, e);
+  return out;
 }
 
 int ConnectionsForBdp(double bw, double rtt, size_t window_bytes) {

@@ -45,6 +45,7 @@ Session::Session(SessionOptions options) : options_(std::move(options)) {}
 Session::~Session() {
   channel_.reset();     // flushes the last message
   round_link_.reset();  // before the WAN port it belongs to
+  previous_round_link_.reset();
 }
 
 Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
@@ -212,9 +213,8 @@ std::span<const float> Session::theta() const {
 }
 
 Status Session::BeginRound(const v1::RoundCommand& cmd, bool* joined) {
-  // The last round's links again, now that the acks of its last sends are back
-  // (a link's rate is measured when its busy period ends, which can be after
-  // our collective and our report).
+  // The last round's links again: a link's rate is measured when its busy
+  // period ends, at the ack of our last send, which can come after our report.
   if (options_.rank == 0) ReportLinks(cmd);
   current_ = cmd;
   round_ = cmd.round();
@@ -255,6 +255,7 @@ Status Session::BeginRound(const v1::RoundCommand& cmd, bool* joined) {
   }
   // The link outlives the round: our last sends may still be in flight when our
   // collective returns, and peers still need them. It is replaced here.
+  previous_round_link_ = std::move(round_link_);
   round_link_ = std::move(link);
   sync_policies::CollectiveLink* l = round_link_.get();
   if (l == nullptr && needs_link) {

@@ -38,8 +38,8 @@ struct LinkEstimate {
 // Latest estimate per directed link, plus per-region rates as a fallback.
 class LinkTable {
  public:
-  // A measurement without a bandwidth (only round trips measured yet) keeps the
-  // link's last measured bandwidth.
+  // A measurement without a bandwidth or a round trip (a new worker measured
+  // only one of them yet) keeps the link's last measured one.
   void SetLink(const std::string& from, const std::string& to, LinkEstimate e);
   void SetRegionRate(const std::string& region, double bytes_per_second) { region_rate_[region] = bytes_per_second; }
   // Direct measurement if any, else the slower of the two regions' rates.

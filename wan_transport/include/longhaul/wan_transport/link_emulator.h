@@ -3,7 +3,8 @@
 // relayed to `forward`; each direction delays bytes by delay (+- jitter, never
 // reordering bytes of a stream) and paces them with a token bucket shared by all
 // connections in that direction, so `rate` applies to the whole emulated link.
-// Used by the longhaul-linkem binary, tests and bench/wan.
+// Used by the longhaul-linkem binary, tests and bench/wan. Reshape() changes
+// rate, delay and jitter while it runs (longhaul-linkem --control-file).
 //
 // Note: the two TCP legs each run their own congestion control on loopback; the
 // relay bounds its buffering per direction (delay*rate plus slack) so a sender
@@ -26,8 +27,22 @@ struct LinkEmulatorOptions {
   std::chrono::microseconds jitter{0};         // +- uniform, order preserved
 };
 
+// What a link does to the bytes it carries; a running emulator can take a new one.
+struct LinkShape {
+  double rate_bytes_per_second = 0;      // 0 = unlimited
+  std::chrono::microseconds delay{0};    // one-way, each direction
+  std::chrono::microseconds jitter{0};   // +- uniform, <= delay
+  Status Validate() const;
+  std::string ToString() const;  // "rate-mbit=50 delay-ms=40 jitter-ms=2", as ParseLinkControl reads it
+};
+
 // Parses "host:port" (IPv4 literal or "localhost"); errors name the text.
 Status ParseHostPort(const std::string& text, std::string* host, int* port);
+
+// A control text: whitespace-separated key=value settings over `current`, any
+// of rate-mbit, delay-ms, jitter-ms (e.g. "rate-mbit=12.5 delay-ms=80");
+// '#' starts a comment. Errors name the setting and the problem.
+Result<LinkShape> ParseLinkControl(const std::string& text, const LinkShape& current);
 
 class LinkEmulator {
  public:
@@ -36,6 +51,11 @@ class LinkEmulator {
   std::string listen_address() const;  // "127.0.0.1:PORT"
   int port() const;
   uint64_t connections_accepted() const;
+  // Changes the link while it runs: bytes read from now on are delayed and
+  // paced by the new shape (bytes already queued keep their release times,
+  // and a stream's bytes stay in order).
+  Status Reshape(const LinkShape& shape);
+  LinkShape shape() const;
 
   class Impl;
 

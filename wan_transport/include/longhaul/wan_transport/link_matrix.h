@@ -17,7 +17,9 @@
 //    the period's bytes it can come back behind them.) Blended with an EWMA;
 //    periods under kTimedBytes, with a failed transfer, or without a marker ack
 //    teach nothing; gaps in which the sender had nothing to send make a period
-//    read low.
+//    read low. Until a link's first period ends, the part of the open one acked
+//    so far (kTimedBytes or more) stands for it: a job's first exchange gives
+//    its links a rate before the acks of its last bytes are back.
 // An explicit probe (WanEndpoint::Probe) overwrites both.
 //
 // Times are seconds on the caller's steady clock; the arithmetic is pure and
@@ -71,12 +73,14 @@ class LinkEstimator {
 
  private:
   void AddRttLocked(const std::string& peer, double seconds);
+  LinkEstimate WithOpenPeriodLocked(const std::string& peer, LinkEstimate e) const;
 
   struct Busy {
     uint64_t period = 0;
     int open = 0;          // transfers queued and not yet done
     uint64_t bytes = 0;    // acked in this period, the marker's excluded
     double start = -1;     // the marker's send + RTT; < 0 = no marker ack yet
+    double last_ack = -1;  // of the bytes counted
     bool failed = false;
   };
 

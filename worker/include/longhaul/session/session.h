@@ -151,6 +151,11 @@ class Session {
   std::unique_ptr<worker::InnerState> owned_inner_;  // from StartOptions::optimizer_state
   std::unique_ptr<worker::RegionReplica> replica_;
   std::unique_ptr<sync_policies::CollectiveLink> round_link_;  // outlives its round: peers may still read
+  // The round before's, one round longer: leaving a group aborts its sends not
+  // yet acked, and the acks of its last sends can come after the next START
+  // (the control plane is faster than the WAN); aborted, their link would
+  // never get a rate measured.
+  std::unique_ptr<sync_policies::CollectiveLink> previous_round_link_;
   std::unique_ptr<sync_policies::InProcessGroup> solo_;       // the link of a one-region round
   std::span<float> params_;
   StartOptions start_;
