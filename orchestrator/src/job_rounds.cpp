@@ -97,7 +97,11 @@ void Orchestrator::StartAttempt(Job& job) {
     shape.step_seconds = slowest;
     shape.fastest_step_seconds = fastest;
   }
-  auto plan = PlanRound(ms.participants, links_, shape, options_.schedule);
+  // A region's rate over whole exchanges holds their latency: it stands for an
+  // unmeasured link in the job whose exchanges it timed, no other.
+  LinkTable links = links_;
+  for (const auto& [region, rate] : job.region_rates) links.SetRegionRate(region, rate);
+  auto plan = PlanRound(ms.participants, links, shape, options_.schedule);
   RoundSchedule schedule;
   if (plan.ok()) {
     schedule = std::move(plan).value();
@@ -172,7 +176,7 @@ void Orchestrator::HandleRoundReport(const std::string& identity, const v1::Cont
                        static_cast<double>(r.wan_bytes_sent()));
   }
   if (r.comm_seconds() > 0 && r.wan_bytes_sent() > 0)
-    links_.SetRegionRate(r.region(), static_cast<double>(r.wan_bytes_sent()) / r.comm_seconds());
+    job.region_rates[r.region()] = static_cast<double>(r.wan_bytes_sent()) / r.comm_seconds();
   DecideAttempt(job);
 }
 

@@ -36,6 +36,7 @@ struct Orchestrator::Job {
   uint64_t payload_bytes = 0;        // one region's compressed exchange of the whole vector
   double step_seconds = 0;           // compute per inner step in the last committed round (0 = none yet)
   std::map<std::string, double> region_step_seconds;  // the same, per region that took part
+  std::map<std::string, double> region_rates;  // WAN bytes / comm seconds of each region's last report
   double loss_floor = 0;
   double last_predicted = 0, last_actual = 0, last_val_loss = 0, last_round_wall = 0;
   std::string last_hash;

@@ -121,6 +121,9 @@ bool WanEndpoint::Impl::SendChunk(OutTransfer& t, uint32_t index) {
   for (size_t attempt = 0; attempt < c.dealers.size(); ++attempt) {
     const size_t d = c.rr++ % c.dealers.size();
     zmq::socket_t& s = c.dealers[d];
+    // Taken before the send: ZeroMQ's I/O thread may put the bytes on the wire
+    // before this thread runs again, and a round trip must not read short.
+    const SteadyTime sent_at = std::chrono::steady_clock::now();
     if (!s.send(zmq::buffer(header), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) continue;
     if (!c.used[d]) {
       c.used[d] = true;
@@ -132,7 +135,7 @@ bool WanEndpoint::Impl::SendChunk(OutTransfer& t, uint32_t index) {
                         [](void*, void* hint) { delete static_cast<std::shared_ptr<const std::vector<std::byte>>*>(hint); },
                         keep);
     s.send(body, zmq::send_flags::none);  // the rest of a multipart message always goes
-    if (t.start == SteadyTime{}) t.start = std::chrono::steady_clock::now();
+    if (t.start == SteadyTime{}) t.start = sent_at;
     tokens_ -= static_cast<double>(span.length);
     return true;
   }

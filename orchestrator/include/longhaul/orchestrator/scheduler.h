@@ -35,7 +35,8 @@ struct LinkEstimate {
   bool rate_includes_latency = false;
 };
 
-// Latest estimate per directed link, plus per-region rates as a fallback.
+// Latest estimate per directed link, plus per-region rates as a fallback (a
+// job's own: the orchestrator adds them to a copy for that job's rounds).
 class LinkTable {
  public:
   // A measurement without a bandwidth or a round trip (a new worker measured
