@@ -63,6 +63,11 @@ TEST_CASE("a busy period's bytes over the time from its marker's send plus one R
   CHECK(e.Get("p").rtt_seconds == Approx(0.04));
   e.Done("p", d.period, 1'000'000, true, 20.1);
   CHECK(e.Get("p").bandwidth_bytes_per_second == Approx(6.5e6));
+  // A link whose rate dropped 4x: the first period says so, no blending.
+  const auto f = e.Queued("p");
+  e.MarkerAcked("p", f.period, 29.96, 30.0);
+  e.Done("p", f.period, 1'000'000, true, 30.0 + 1e6 / 1.625e6);
+  CHECK(e.Get("p").bandwidth_bytes_per_second == Approx(1.625e6));
 }
 
 TEST_CASE("periods that cannot be timed teach nothing") {

@@ -7,6 +7,7 @@
 namespace longhaul::wan_transport {
 namespace {
 constexpr double kBandwidthAlpha = 0.3;  // EWMA weight of a new delivery rate
+constexpr double kStepChange = 2.0;      // a rate this many times off the estimate replaces it
 }  // namespace
 
 LinkEstimator::Ticket LinkEstimator::Queued(const std::string& peer) {
@@ -49,9 +50,11 @@ void LinkEstimator::Done(const std::string& peer, uint64_t period, uint64_t byte
   const double seconds = at - b.start;
   if (b.failed || b.start < 0 || b.bytes < kTimedBytes || !(seconds > 0)) return;
   LinkEstimate& e = m_.peers[peer];
-  const double bw = static_cast<double>(b.bytes) / seconds;
-  e.bandwidth_bytes_per_second =
-      e.bandwidth_bytes_per_second == 0 ? bw : (1 - kBandwidthAlpha) * e.bandwidth_bytes_per_second + kBandwidthAlpha * bw;
+  const double bw = static_cast<double>(b.bytes) / seconds, known = e.bandwidth_bytes_per_second;
+  // A rate off by more than kStepChange from the estimate is a changed link,
+  // not noise: taken at once (blended, a 4x drop would take rounds to show).
+  const bool changed = known == 0 || bw > known * kStepChange || bw < known / kStepChange;
+  e.bandwidth_bytes_per_second = changed ? bw : (1 - kBandwidthAlpha) * known + kBandwidthAlpha * bw;
   ++e.samples;
 }
 

@@ -14,7 +14,9 @@
 //    probe, or the first transfer itself when it is small) to its last ack is the
 //    link's rate, whatever the RTT, however many transfers and connections share
 //    the period. (Not from the marker's ack itself: on another connection than
-//    the period's bytes it can come back behind them.) Blended with an EWMA;
+//    the period's bytes it can come back behind them.) Blended with an EWMA,
+//    except that a rate more than 2x off the estimate replaces it (a changed
+//    link is seen at its first period, not rounds later);
 //    periods under kTimedBytes, with a failed transfer, or without a marker ack
 //    teach nothing; gaps in which the sender had nothing to send make a period
 //    read low. Until a link's first period ends, the part of the open one acked
