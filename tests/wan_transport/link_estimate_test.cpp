@@ -63,11 +63,23 @@ TEST_CASE("a busy period's bytes over the time from its marker's send plus one R
   CHECK(e.Get("p").rtt_seconds == Approx(0.04));
   e.Done("p", d.period, 1'000'000, true, 20.1);
   CHECK(e.Get("p").bandwidth_bytes_per_second == Approx(6.5e6));
-  // A link whose rate dropped 4x: the first period says so, no blending.
-  const auto f = e.Queued("p");
-  e.MarkerAcked("p", f.period, 29.96, 30.0);
-  e.Done("p", f.period, 1'000'000, true, 30.0 + 1e6 / 1.625e6);
+  // A link whose rate dropped 4x: one period is blended (it may have had
+  // gaps), the second in a row replaces the estimate.
+  auto period_at = [&](double start, double bytes_per_second) {
+    const auto f = e.Queued("p");
+    e.MarkerAcked("p", f.period, start - 0.04, start);
+    e.Done("p", f.period, 1'000'000, true, start + 1e6 / bytes_per_second);
+  };
+  period_at(30.0, 1.625e6);
+  CHECK(e.Get("p").bandwidth_bytes_per_second == Approx(0.7 * 6.5e6 + 0.3 * 1.625e6));
+  period_at(40.0, 1.625e6);
   CHECK(e.Get("p").bandwidth_bytes_per_second == Approx(1.625e6));
+  // One low period between normal ones is blended only.
+  period_at(50.0, 1.625e6);
+  period_at(60.0, 0.5e6);
+  CHECK(e.Get("p").bandwidth_bytes_per_second == Approx(0.7 * 1.625e6 + 0.3 * 0.5e6));
+  period_at(70.0, 1.625e6);
+  CHECK(e.Get("p").bandwidth_bytes_per_second > 1.2e6);
 }
 
 TEST_CASE("periods that cannot be timed teach nothing") {

@@ -51,9 +51,13 @@ void LinkEstimator::Done(const std::string& peer, uint64_t period, uint64_t byte
   if (b.failed || b.start < 0 || b.bytes < kTimedBytes || !(seconds > 0)) return;
   LinkEstimate& e = m_.peers[peer];
   const double bw = static_cast<double>(b.bytes) / seconds, known = e.bandwidth_bytes_per_second;
-  // A rate off by more than kStepChange from the estimate is a changed link,
-  // not noise: taken at once (blended, a 4x drop would take rounds to show).
-  const bool changed = known == 0 || bw > known * kStepChange || bw < known / kStepChange;
+  // Two rates in a row off by more than kStepChange, the same way, are a
+  // changed link: taken at once (blended, a 4x drop would take many rounds to
+  // show). One alone is blended like any other (a period with gaps reads low).
+  const int off = known == 0 ? 0 : bw > known * kStepChange ? 1 : bw < known / kStepChange ? -1 : 0;
+  int& streak = off_streak_[peer];
+  const bool changed = known == 0 || (off != 0 && streak == off);
+  streak = changed ? 0 : off;
   e.bandwidth_bytes_per_second = changed ? bw : (1 - kBandwidthAlpha) * known + kBandwidthAlpha * bw;
   ++e.samples;
 }

@@ -15,8 +15,9 @@
 //    link's rate, whatever the RTT, however many transfers and connections share
 //    the period. (Not from the marker's ack itself: on another connection than
 //    the period's bytes it can come back behind them.) Blended with an EWMA,
-//    except that a rate more than 2x off the estimate replaces it (a changed
-//    link is seen at its first period, not rounds later);
+//    except that a second rate in a row more than 2x off the estimate, the same
+//    way, replaces it (a changed link is seen at its second period, not many
+//    rounds later; one period with gaps does not throw the estimate);
 //    periods under kTimedBytes, with a failed transfer, or without a marker ack
 //    teach nothing; gaps in which the sender had nothing to send make a period
 //    read low. Until a link's first period ends, the part of the open one acked
@@ -90,6 +91,7 @@ class LinkEstimator {
   LinkMatrix m_;
   std::map<std::string, std::deque<double>> rtt_samples_;  // newest last, at most kRttWindow
   std::map<std::string, Busy> busy_;
+  std::map<std::string, int> off_streak_;  // the last rate was 2x above (1) or below (-1) the estimate
   uint64_t periods_ = 0;
 };
 
