@@ -35,6 +35,9 @@ int main(int argc, char** argv) {
   app.add_option("--wan-jitter-ms", o.wan_jitter_ms, "emulated delay jitter");
   app.add_option("--validation-batches", o.validation_batches, "held-out batches per round for val_loss")
       ->default_val(4);
+  app.add_option("--compute-throttle-percent", o.compute_throttle_percent,
+                 "benchmarks and tests: workers take this % of each inner step's compute (200 = half speed)")
+      ->default_val(100);
   std::vector<std::string> allow_commands, allow_dirs;
   app.add_option("--allow-command", allow_commands,
                  "a program jobs may run as their worker (worker.command[0], resolved like exec; repeatable). "

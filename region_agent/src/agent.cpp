@@ -261,6 +261,7 @@ void Agent::OnAssignment(const v1::JobAssignment& a) {
   launch.link_io = options_.timeouts.link_io;
   launch.python_path = python_path_;
   launch.validation_batches = options_.validation_batches;
+  launch.compute_throttle_percent = options_.compute_throttle_percent;
   launch.start_timeout = options_.worker_start_timeout;
   auto job = RegionJob::Launch(*config, a, launch);
   if (!job.ok()) return Reject(a.job_id(), job.status());

@@ -24,6 +24,9 @@ Status AgentOptions::Validate() const {
   if (workers < 1 || workers > 256) return InvalidArgument("--workers must be in [1, 256], got " + std::to_string(workers));
   if (validation_batches < 0 || validation_batches > 4096)
     return InvalidArgument("--validation-batches must be in [0, 4096], got " + std::to_string(validation_batches));
+  if (compute_throttle_percent < 100 || compute_throttle_percent > 10000)
+    return InvalidArgument("--compute-throttle-percent must be in [100, 10000], got " +
+                           std::to_string(compute_throttle_percent));
   if (data_host.empty()) return InvalidArgument("--data-host must not be empty");
   if (work_dir.empty()) return InvalidArgument("--work-dir must not be empty");
   if (!(std::isfinite(wan_rate_mbit) && wan_rate_mbit >= 0)) return InvalidArgument("--wan-rate-mbit must be >= 0, got " + std::to_string(wan_rate_mbit));

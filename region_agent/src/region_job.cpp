@@ -99,6 +99,7 @@ SpawnOptions RegionJob::WorkerSpawn(int rank, const std::filesystem::path& store
   so.collective_timeout = options_.collective_timeout;
   so.link_io = options_.link_io;
   so.validation_batches = options_.validation_batches;
+  so.compute_throttle_percent = options_.compute_throttle_percent;
   so.worker_token = tokens_.at(static_cast<size_t>(rank));
   SpawnOptions spawn;
   spawn.log_file = log_file(rank);

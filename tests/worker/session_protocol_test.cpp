@@ -10,6 +10,7 @@
 #include <future>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 #include "longhaul/common/checksum.h"
 
@@ -125,7 +126,7 @@ struct Rig {
   std::future<longhaul::Status> started;
 
   // Opens the session and answers its hello with `first` (nothing: the test does).
-  explicit Rig(std::optional<v1::ControlMessage> first = Start(1, 1)) {
+  explicit Rig(std::optional<v1::ControlMessage> first = Start(1, 1), int compute_throttle_percent = 100) {
     v1::JobAssignment a;
     a.set_job_id(kJob);
     a.set_region(kRegion);
@@ -138,6 +139,7 @@ struct Rig {
     ls::SessionOptions o;
     o.region = kRegion;
     o.collective_timeout = 10s;
+    o.compute_throttle_percent = compute_throttle_percent;
     ls::Session::Collaborators c;
     c.group = longhaul::trainer::MakeSingleRankGroup();
     auto fake = std::make_unique<FakeWan>();
@@ -307,4 +309,40 @@ TEST_CASE("session: a round the worker's own code fails carries its words as wor
   CHECK(second.round_report().error().worker_output().empty());
   rig.agent.Push(Start(3, 3));
   REQUIRE(again.get().ok());
+}
+
+TEST_CASE("session: a throttled session takes its percentage of each step's compute, and reports it as compute",
+          "[session]") {
+  Rig rig(Start(1, 1), 300);
+  // The worker's own work between steps (a sleep of 20 ms stands for it); at
+  // 300% each step takes at least 60 ms.
+  auto step = [&](float by) {
+    std::this_thread::sleep_for(20ms);
+    return rig.Step(by);
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(*step(0.5f).get() == ls::StepEvent::kNone);
+  auto last = step(0.25f);
+  const auto report = rig.agent.Sent(1);
+  REQUIRE(report.has_round_report());
+  CHECK(report.round_report().compute_seconds() >= 2 * 0.060);
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >= 2 * 0.060);
+  rig.agent.Push(Verdict(1, 1, true));
+  rig.agent.Push(Start(2, 2));  // the session waits for the next START before it returns
+  CHECK(*last.get() == ls::StepEvent::kCommitted);
+}
+
+TEST_CASE("session options: the compute throttle travels in the worker's environment and is bounded", "[session]") {
+  ls::SessionOptions o;
+  o.agent_endpoint = "tcp://127.0.0.1:1";
+  o.assignment_file = "/nonexistent/assignment";
+  o.region = kRegion;
+  o.store_dir = "/nonexistent/store";
+  o.insecure = true;
+  o.compute_throttle_percent = 250;
+  CHECK(o.Validate().ok());
+  const auto env = ls::WorkerEnvironment(o, 1, "127.0.0.1", 1);
+  CHECK(env.at("LONGHAUL_COMPUTE_THROTTLE_PERCENT") == "250");
+  o.compute_throttle_percent = 99;
+  CHECK_THAT(o.Validate().message(), Catch::Contains("compute_throttle_percent must be in [100, 10000], got 99"));
 }

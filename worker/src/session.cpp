@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <thread>
 #include <utility>
 
 #include "agent_channel.h"
@@ -378,7 +379,11 @@ Status Session::SyncGradients(std::span<float> grad) {
 Result<StepEvent> Session::Step(float loss, uint64_t tokens) {
   if (finished_) return StepEvent::kFinished;
   if (!started_) return FailedPrecondition("Step() before Start()");
-  const auto now = SteadyClock::now();
+  auto now = SteadyClock::now();
+  if (options_.compute_throttle_percent > 100) {  // a slower region, for benchmarks and tests
+    std::this_thread::sleep_for((now - last_step_) * (options_.compute_throttle_percent - 100) / 100);
+    now = SteadyClock::now();
+  }
   const double compute = std::chrono::duration<double>(now - last_step_).count();
   if (round_cancelled_.load(std::memory_order_relaxed)) {
     step_failure_ = Status::Ok();

@@ -18,6 +18,7 @@ constexpr const char* kCollectiveMs = "LONGHAUL_COLLECTIVE_TIMEOUT_MS";
 constexpr const char* kLinkIoMs = "LONGHAUL_LINK_IO_TIMEOUT_MS";
 constexpr const char* kValidationBatches = "LONGHAUL_VALIDATION_BATCHES";
 constexpr const char* kWorkerToken = "LONGHAUL_WORKER_TOKEN";
+constexpr const char* kComputeThrottle = "LONGHAUL_COMPUTE_THROTTLE_PERCENT";
 
 Result<std::string> Required(const char* name) {
   const char* v = std::getenv(name);
@@ -49,6 +50,10 @@ Status SessionOptions::Validate() const {
   if (rank < 0) return InvalidArgument("session options: rank must be >= 0, got " + std::to_string(rank));
   if (store_dir.empty()) return InvalidArgument("session options: store_dir is empty");
   if (!insecure && key_file.empty()) return InvalidArgument("session options: CURVE needs key_file (or insecure)");
+  if (compute_throttle_percent < 100 || compute_throttle_percent > 10000) {
+    return InvalidArgument("session options: compute_throttle_percent must be in [100, 10000], got " +
+                           std::to_string(compute_throttle_percent));
+  }
   if (link_io >= collective_timeout) {
     return InvalidArgument("session options: link I/O timeout " + std::to_string(link_io.count()) +
                            " ms must be below the collective timeout " + std::to_string(collective_timeout.count()) + " ms");
@@ -71,6 +76,7 @@ std::map<std::string, std::string> WorkerEnvironment(const SessionOptions& o, in
       {kLinkIoMs, std::to_string(o.link_io.count())},
       {kValidationBatches, std::to_string(o.validation_batches)},
       {kWorkerToken, o.worker_token},
+      {kComputeThrottle, std::to_string(o.compute_throttle_percent)},
       // torchrun's variables: one node per region as far as torch.distributed sees it.
       {"RANK", std::to_string(o.rank)},
       {"WORLD_SIZE", std::to_string(world_size)},
@@ -106,6 +112,8 @@ Result<SessionOptions> SessionOptionsFromEnvironment() {
   LONGHAUL_ASSIGN_OR_RETURN(int64_t batches, Integer(kValidationBatches, 0, 1 << 20, o.validation_batches));
   o.validation_batches = static_cast<int>(batches);
   if (const char* t = std::getenv(kWorkerToken); t != nullptr) o.worker_token = t;  // without it the agent drops the hello
+  LONGHAUL_ASSIGN_OR_RETURN(int64_t throttle, Integer(kComputeThrottle, 100, 10000, o.compute_throttle_percent));
+  o.compute_throttle_percent = static_cast<int>(throttle);
   LONGHAUL_RETURN_IF_ERROR(o.Validate());
   return o;
 }

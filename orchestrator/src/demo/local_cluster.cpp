@@ -126,6 +126,8 @@ Status LocalCluster::Boot() {
         "--metrics", "127.0.0.1:0", "--bin-dir", o.bin_dir,
         "--collective-timeout-s", std::to_string(o.collective_timeout.count())};
     if (o.validation_batches > 0) argv.insert(argv.end(), {"--validation-batches", std::to_string(o.validation_batches)});
+    if (r.compute_throttle_percent != 100)
+      argv.insert(argv.end(), {"--compute-throttle-percent", std::to_string(r.compute_throttle_percent)});
     for (const auto& c : o.allow_commands) argv.insert(argv.end(), {"--allow-command", c});
     for (const auto& d : o.allow_working_dirs) argv.insert(argv.end(), {"--allow-working-dir", d});
     if (o.wan_emulation) {

@@ -26,6 +26,7 @@ struct LocalRegion {
   double rate_mbit = 100;
   double delay_ms = 20;  // one way
   double jitter_ms = 1;
+  int compute_throttle_percent = 100;  // benchmarks and tests: 200 = this region computes at half speed
 };
 
 struct LocalClusterOptions {

@@ -36,6 +36,9 @@ struct AgentOptions {
   // parameter vectors on the tiny preset); runs that compare losses raise it.
   // A job's last round evaluates kFinalValidationFactor (16) times as many.
   int validation_batches = 4;
+  // Benchmarks and tests only: this region's workers take this percentage of
+  // each inner step's compute time (200: half speed; session_options.h).
+  int compute_throttle_percent = 100;
   std::filesystem::path bin_dir;               // longhaul-worker, longhaul-linkem; empty = next to this binary
   Timeouts timeouts;
   Duration worker_start_timeout{std::chrono::seconds(60)};  // launch -> every WorkerHello

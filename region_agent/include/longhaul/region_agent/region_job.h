@@ -40,6 +40,7 @@ struct JobLaunchOptions {
   Duration collective_timeout{std::chrono::seconds(60)};
   Duration link_io{std::chrono::seconds(10)};
   int validation_batches = 4;
+  int compute_throttle_percent = 100;  // benchmarks and tests: a slower region
   Duration start_timeout{std::chrono::seconds(60)};
   // Prepended to PYTHONPATH of command workers: where the longhaul Python
   // package lives (empty = leave PYTHONPATH alone).

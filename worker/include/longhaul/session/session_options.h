@@ -45,6 +45,10 @@ struct SessionOptions {
   Duration link_io{std::chrono::seconds(10)};
   int validation_batches = 4;
   std::string worker_token;  // proves to the agent that the hello comes from the process it launched
+  // Benchmarks and tests only: each inner step takes this percentage of its
+  // compute time (200: the region computes at half speed), the rest slept and
+  // counted as compute. 100 = none.
+  int compute_throttle_percent = 100;
   // Names the first missing or bad field.
   Status Validate() const;
 };
