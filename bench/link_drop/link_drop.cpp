@@ -24,7 +24,6 @@
 #include "e2e_run.h"
 #include "longhaul/orchestrator/cli.h"
 #include "longhaul/orchestrator/demo.h"
-#include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/orchestrator/state_store.h"
 #include "longhaul/proto/wire_enums.h"
 
@@ -121,14 +120,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_link_drop: %s\n", cluster.status().message().c_str());
     return 1;
   }
-  v1::JobSpec spec = orch::DefaultJobSpec();
-  spec.set_name("link drop " + o.kind);
-  spec.set_model_preset("small");
-  spec.mutable_worker()->mutable_builtin()->set_preset("small");
-  spec.clear_regions();
-  for (const auto& r : co.regions) spec.add_regions(r.name);
-  spec.set_region_count(static_cast<uint32_t>(co.regions.size()));
-  spec.set_min_regions(static_cast<uint32_t>(co.regions.size()));
+  v1::JobSpec spec = bench::BuiltinJobSpec("link drop " + o.kind, "small", co.regions);
   spec.set_rounds(o.rounds);
   const bool streaming = o.kind == "streaming_diloco";
   proto::SetSyncKind(spec.mutable_sync(), streaming ? SyncKind::kStreamingDiLoCo : SyncKind::kDiLoCo);

@@ -19,13 +19,6 @@ void SetCommandWorker(v1::JobSpec& spec, const CommandWorkerOptions& worker) {
 }
 #pragma GCC diagnostic pop
 
-void SetRegions(v1::JobSpec& spec, const std::vector<orchestrator::LocalRegion>& regions) {
-  spec.clear_regions();
-  for (const auto& r : regions) spec.add_regions(r.name);
-  spec.set_region_count(static_cast<uint32_t>(regions.size()));
-  spec.set_min_regions(static_cast<uint32_t>(regions.size()));
-}
-
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());

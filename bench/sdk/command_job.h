@@ -23,9 +23,6 @@ struct CommandWorkerOptions {
 // trainer (the preset fields are cleared: the orchestrator refuses both).
 void SetCommandWorker(v1::JobSpec& spec, const CommandWorkerOptions& worker);
 
-// The job runs in exactly these regions, all of them required.
-void SetRegions(v1::JobSpec& spec, const std::vector<orchestrator::LocalRegion>& regions);
-
 // Median of `v` (0 when empty); the upper middle for even sizes.
 double Median(std::vector<double> v);
 

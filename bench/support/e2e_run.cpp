@@ -1,7 +1,9 @@
 #include "e2e_run.h"
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
+
+#include "longhaul/orchestrator/job_spec.h"
 
 namespace longhaul::bench {
 
@@ -35,6 +37,23 @@ orchestrator::LocalClusterOptions BenchClusterOptions(size_t regions, const std:
   co.round_timeout = std::chrono::seconds(300);
   co.say = [](const std::string& line) { std::fprintf(stderr, "cluster: %s\n", line.c_str()); };
   return co;
+}
+
+void SetRegions(v1::JobSpec& spec, const std::vector<orchestrator::LocalRegion>& regions) {
+  spec.clear_regions();
+  for (const auto& r : regions) spec.add_regions(r.name);
+  spec.set_region_count(static_cast<uint32_t>(regions.size()));
+  spec.set_min_regions(static_cast<uint32_t>(regions.size()));
+}
+
+v1::JobSpec BuiltinJobSpec(const std::string& name, const std::string& preset,
+                           const std::vector<orchestrator::LocalRegion>& regions) {
+  v1::JobSpec s = orchestrator::DefaultJobSpec();
+  s.set_name(name);
+  s.set_model_preset(preset);
+  s.mutable_worker()->mutable_builtin()->set_preset(preset);
+  SetRegions(s, regions);
+  return s;
 }
 
 std::vector<orchestrator::LocalRegion> BenchRegions(size_t n) {

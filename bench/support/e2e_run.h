@@ -28,6 +28,14 @@ Result<E2eRun> RunJob(orchestrator::LocalCluster& cluster, const v1::JobSpec& sp
 orchestrator::LocalClusterOptions BenchClusterOptions(size_t regions, const std::string& name,
                                                       const std::string& bin_dir);
 
+// The job runs in exactly these regions, all of them required.
+void SetRegions(v1::JobSpec& spec, const std::vector<orchestrator::LocalRegion>& regions);
+
+// DefaultJobSpec for the built-in trainer at `preset` (both spellings:
+// DefaultJobSpec names tiny in worker.preset) on exactly `regions`.
+v1::JobSpec BuiltinJobSpec(const std::string& name, const std::string& preset,
+                           const std::vector<orchestrator::LocalRegion>& regions);
+
 // The four regions the benchmarks use, with WAN-like links of different speed
 // and distance (rate Mbit/s, one-way delay ms, jitter ms); the first n.
 std::vector<orchestrator::LocalRegion> BenchRegions(size_t n);

@@ -25,7 +25,6 @@
 #include "e2e_run.h"
 #include "longhaul/orchestrator/cli.h"
 #include "longhaul/orchestrator/demo.h"
-#include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/proto/wire_enums.h"
 
 using namespace longhaul;
@@ -78,14 +77,7 @@ Figures Measure(const bench::E2eRun& run, bool has_wan) {
 }
 
 v1::JobSpec SpecFor(const Config& c, const Options& o, const std::vector<orch::LocalRegion>& regions) {
-  v1::JobSpec s = orch::DefaultJobSpec();
-  s.set_name("utilisation " + c.label);
-  s.set_model_preset(o.preset);  // both spellings: DefaultJobSpec names tiny in worker.preset
-  s.mutable_worker()->mutable_builtin()->set_preset(o.preset);
-  s.clear_regions();
-  for (const auto& r : regions) s.add_regions(r.name);
-  s.set_region_count(static_cast<uint32_t>(regions.size()));
-  s.set_min_regions(static_cast<uint32_t>(regions.size()));
+  v1::JobSpec s = bench::BuiltinJobSpec("utilisation " + c.label, o.preset, regions);
   s.set_rounds(o.rounds);
   proto::SetSyncKind(s.mutable_sync(), c.kind);
   s.mutable_sync()->set_inner_steps(c.h);

@@ -109,6 +109,34 @@ longhaul::testing::Subprocess StartLinkem(const std::vector<std::string>& argv) 
 
 double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// The median of `pings` one-byte round trips through the server's echo.
+double MedianRtt(int fd, int pings) {
+  std::vector<double> rtts;
+  for (int i = 0; i < pings; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    char c = 'p';
+    REQUIRE(WriteN(fd, &c, 1));
+    REQUIRE(ReadN(fd, &c, 1));
+    rtts.push_back(Seconds(std::chrono::steady_clock::now() - t0));
+  }
+  std::sort(rtts.begin(), rtts.end());
+  return rtts[rtts.size() / 2];
+}
+
+// Seconds from sending n bytes to the server's receipt of the last of them
+// coming back (one RTT more than the transfer itself).
+double BulkSeconds(int fd, uint64_t n) {
+  std::vector<char> payload(1 << 20, 'x');
+  auto t0 = std::chrono::steady_clock::now();
+  char op = 'b';
+  REQUIRE(WriteN(fd, &op, 1));
+  REQUIRE(WriteN(fd, reinterpret_cast<const char*>(&n), 8));
+  for (uint64_t sent = 0; sent < n; sent += payload.size()) REQUIRE(WriteN(fd, payload.data(), payload.size()));
+  char done;
+  REQUIRE(ReadN(fd, &done, 1));
+  return Seconds(std::chrono::steady_clock::now() - t0);
+}
+
 }  // namespace
 
 TEST_CASE("linkem's measured throughput and RTT are within 10% of its settings") {
@@ -120,28 +148,11 @@ TEST_CASE("linkem's measured throughput and RTT are within 10% of its settings")
   REQUIRE(line.rfind("listening on 127.0.0.1:", 0) == 0);
   int fd = Connect(std::stoi(line.substr(line.rfind(':') + 1)));
 
-  std::vector<double> rtts;
-  for (int i = 0; i < 9; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    char c = 'p';
-    REQUIRE(WriteN(fd, &c, 1));
-    REQUIRE(ReadN(fd, &c, 1));
-    rtts.push_back(Seconds(std::chrono::steady_clock::now() - t0));
-  }
-  std::sort(rtts.begin(), rtts.end());
-  double rtt = rtts[rtts.size() / 2];
+  const double rtt = MedianRtt(fd, 9);
   CHECK(rtt == Approx(2 * delay_ms / 1000).epsilon(0.10));
 
   const uint64_t n = 8 << 20;  // ~1.7 s at 40 Mbit/s
-  std::vector<char> payload(1 << 20, 'x');
-  auto t0 = std::chrono::steady_clock::now();
-  char op = 'b';
-  REQUIRE(WriteN(fd, &op, 1));
-  REQUIRE(WriteN(fd, reinterpret_cast<const char*>(&n), 8));
-  for (uint64_t sent = 0; sent < n; sent += payload.size()) REQUIRE(WriteN(fd, payload.data(), payload.size()));
-  char done;
-  REQUIRE(ReadN(fd, &done, 1));
-  double elapsed = Seconds(std::chrono::steady_clock::now() - t0);
+  const double elapsed = BulkSeconds(fd, n);
   double throughput_bits = static_cast<double>(n) * 8 / (elapsed - rtt);
   CAPTURE(elapsed, rtt);
   CHECK(throughput_bits == Approx(rate_mbit * 1e6).epsilon(0.10));
@@ -173,19 +184,7 @@ TEST_CASE("linkem reshapes a running link from its control file and keeps its sh
   std::string line = linkem.ReadLine(10s);
   REQUIRE(line.rfind("listening on 127.0.0.1:", 0) == 0);
   int fd = Connect(std::stoi(line.substr(line.rfind(':') + 1)));
-  auto median_rtt = [&] {
-    std::vector<double> rtts;
-    for (int i = 0; i < 5; ++i) {
-      auto t0 = std::chrono::steady_clock::now();
-      char c = 'p';
-      REQUIRE(WriteN(fd, &c, 1));
-      REQUIRE(ReadN(fd, &c, 1));
-      rtts.push_back(Seconds(std::chrono::steady_clock::now() - t0));
-    }
-    std::sort(rtts.begin(), rtts.end());
-    return rtts[rtts.size() / 2];
-  };
-  CHECK(median_rtt() == Approx(0.020).epsilon(0.10));
+  CHECK(MedianRtt(fd, 5) == Approx(0.020).epsilon(0.10));
 
   auto write = [&](const std::string& text) {
     std::ofstream out(control, std::ios::trunc);
@@ -193,23 +192,15 @@ TEST_CASE("linkem reshapes a running link from its control file and keeps its sh
   };
   write("rate-mbit=10 delay-ms=40  # the link gets worse\n");
   REQUIRE(linkem.WaitForLine("now rate-mbit=10 delay-ms=40 jitter-ms=0", 5s));
-  CHECK(median_rtt() == Approx(0.080).epsilon(0.10));
+  CHECK(MedianRtt(fd, 5) == Approx(0.080).epsilon(0.10));
   const uint64_t n = 2 << 20;  // ~1.7 s at 10 Mbit/s
-  std::vector<char> payload(1 << 20, 'x');
-  auto t0 = std::chrono::steady_clock::now();
-  char op = 'b';
-  REQUIRE(WriteN(fd, &op, 1));
-  REQUIRE(WriteN(fd, reinterpret_cast<const char*>(&n), 8));
-  for (uint64_t sent = 0; sent < n; sent += payload.size()) REQUIRE(WriteN(fd, payload.data(), payload.size()));
-  char done;
-  REQUIRE(ReadN(fd, &done, 1));
-  const double elapsed = Seconds(std::chrono::steady_clock::now() - t0);
+  const double elapsed = BulkSeconds(fd, n);
   CAPTURE(elapsed);
   CHECK(static_cast<double>(n) * 8 / (elapsed - 0.080) == Approx(10e6).epsilon(0.10));
 
   write("rate-mbit=fast\n");
   REQUIRE(linkem.WaitForLine("rate-mbit: 'fast' is not a number", 5s));
-  CHECK(median_rtt() == Approx(0.080).epsilon(0.10));  // kept
+  CHECK(MedianRtt(fd, 5) == Approx(0.080).epsilon(0.10));  // kept
   ::close(fd);
   linkem.Signal(SIGTERM);
   CHECK(linkem.Wait(5s) == 0);
