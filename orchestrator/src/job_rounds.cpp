@@ -7,6 +7,7 @@
 
 #include "job_runtime.h"
 #include "longhaul/orchestrator/job_spec.h"
+#include "longhaul/orchestrator/round_plan.h"
 #include "longhaul/proto/wire_enums.h"
 #include "longhaul/common/printable_text.h"
 
@@ -101,7 +102,16 @@ void Orchestrator::StartAttempt(Job& job) {
   // unmeasured link in the job whose exchanges it timed, no other.
   LinkTable links = links_;
   for (const auto& [region, rate] : job.region_rates) links.SetRegionRate(region, rate);
-  auto plan = PlanRound(ms.participants, links, shape, options_.schedule);
+  auto plan = PlanRound(ms.participants, links, ShapeWithPlan(shape, job.rec.spec, job.rec.plan), options_.schedule);
+  // The round's inner steps and codec: the spec's, or re-planned (sync.adaptive)
+  // from the links and step times measured so far.
+  const ChosenRoundPlan chosen = ChooseRoundPlan({.spec = &job.rec.spec,
+                                                  .current = job.rec.plan,
+                                                  .first_step = job.rec.inner_steps_done,
+                                                  .spec_payload_bytes = job.payload_bytes,
+                                                  .step_seconds = shape.step_seconds,
+                                                  .wan = plan.ok() ? plan->wan : std::nullopt});
+  if (chosen.changed) plan = PlanRound(ms.participants, links, ShapeWithPlan(shape, job.rec.spec, chosen.plan), options_.schedule);
   RoundSchedule schedule;
   if (plan.ok()) {
     schedule = std::move(plan).value();
@@ -109,9 +119,19 @@ void Orchestrator::StartAttempt(Job& job) {
     schedule.ring = ms.participants;
     schedule.reason = "scheduler failed (" + plan.status().message() + "); ring in job order";
   }
-  // The epoch is durable before any START carries it: a restarted orchestrator
-  // never reuses one.
-  if (!Transition(job, "starting a round", [](Job& j) { j.rec.epoch += 1; }).ok()) return;
+  // The epoch (and the plan) are durable before any START carries them: a
+  // restarted orchestrator never reuses an epoch, and resumes with the plan.
+  if (!Transition(job, "starting a round", [&](Job& j) {
+        j.rec.epoch += 1;
+        j.rec.plan = chosen.plan;
+        if (chosen.changed) j.rec.replans += 1;
+      }).ok())
+    return;
+  if (chosen.changed) {
+    spdlog::info("{}: round {} re-planned: {}", job.rec.id, job.rec.last_committed_round + 1, chosen.plan.reason());
+    Event(job, "replanned", "round " + std::to_string(job.rec.last_committed_round + 1) + ": " + chosen.plan.reason());
+  }
+  if (metrics_) metrics_->RoundPlanned(job.rec.id, chosen.plan.inner_steps(), chosen.plan.predicted_cu(), chosen.changed);
   RoundAttempt a;
   a.job_id = job.rec.id;
   a.round = job.rec.last_committed_round + 1;
@@ -123,6 +143,7 @@ void Orchestrator::StartAttempt(Job& job) {
   a.started = clock_.Now();
   a.deadline = a.started + options_.timeouts.round;
   a.predicted_comm_seconds = schedule.predicted_comm_seconds;
+  a.plan = chosen.plan;
   const uint32_t interval = job.rec.spec.checkpoint_interval();
   const bool checkpoint = interval > 0 && (a.round % interval == 0 || a.round == job.rec.spec.rounds());
   for (const auto& region : a.participants) {
@@ -139,6 +160,7 @@ void Orchestrator::StartAttempt(Job& job) {
     c->set_reason(ms.reason + "; " + schedule.reason);
     for (const auto& j : ms.joining) c->add_joining_regions(j);
     c->set_bootstrap_region(ms.bootstrap_region);
+    *c->mutable_plan() = a.plan;
     SendToRegion(region, std::move(msg));
   }
   spdlog::info("{}: START round {} epoch {}: {}; {}", a.job_id, a.round, a.epoch, ms.reason, schedule.reason);
@@ -172,7 +194,7 @@ void Orchestrator::HandleRoundReport(const std::string& identity, const v1::Cont
   if (metrics_) {
     const double tps = r.wall_seconds() > 0 ? static_cast<double>(r.tokens()) / r.wall_seconds() : 0;
     metrics_->RegionReport(job.rec.id, r.region(), r.loss(), r.val_loss(), tps);
-    metrics_->WanBytes(job.rec.id, std::string(proto::CodecName(job.rec.spec.compression().codec())),
+    metrics_->WanBytes(job.rec.id, std::string(proto::CodecName(job.attempt->plan.codec())),
                        static_cast<double>(r.wan_bytes_sent()));
   }
   if (r.comm_seconds() > 0 && r.wan_bytes_sent() > 0)
@@ -197,14 +219,18 @@ void Orchestrator::CommitAttempt(Job& job, const RoundDecision& d) {
   job.attempt.reset();
   CommittedRound c = SummarizeCommit(a, d.param_hash, clock_.UnixSeconds());
   const uint32_t m = static_cast<uint32_t>(a.participants.size());
-  const uint32_t steps = std::max(1u, job.rec.spec.sync().inner_steps());
+  c.inner_steps = a.plan.inner_steps();
+  c.codec = a.plan.codec();
+  const uint32_t steps = std::max(1u, a.plan.inner_steps());
   if (job.payload_bytes == 0 && m > 1) {
     uint64_t sent = 0;
     for (const auto& [_, r] : a.reports) sent = std::max<uint64_t>(sent, r.wan_bytes_sent());
     // A ring all-reduce sends 2(M-1)/M of the payload; kind sync sends one per step.
     const auto kind = proto::SyncKindOf(job.rec.spec.sync());
     const uint32_t exchanges = kind.ok() && *kind == sync_policies::SyncKind::kSync ? steps : 1;
-    job.payload_bytes = sent * m / (2 * (m - 1)) / exchanges;
+    // Kept in the spec's codec: a re-planned codec's payload is derived from it.
+    job.payload_bytes = ConvertPayloadBytes(job.rec.spec, sent * m / (2 * (m - 1)) / exchanges, a.plan.codec(),
+                                            job.rec.spec.compression().codec());
   }
   if (c.compute_seconds > 0) job.step_seconds = c.compute_seconds / steps;
   job.region_step_seconds.clear();
@@ -214,6 +240,7 @@ void Orchestrator::CommitAttempt(Job& job, const RoundDecision& d) {
   std::vector<JobMember> members_before = job.members;
   job.rec.last_committed_round = a.round;
   job.rec.wan_bytes += c.wan_bytes;
+  job.rec.inner_steps_done += steps;
   for (auto& mem : job.members)
     mem.holds_state = std::find(a.participants.begin(), a.participants.end(), mem.region) != a.participants.end();
   job.rec.regions.clear();

@@ -37,6 +37,7 @@ inline constexpr TextLimit kCommandArg{"worker.command", 4096};  // each entry
 inline constexpr TextLimit kEnvName{"worker.env", 256};          // each name
 inline constexpr TextLimit kEnvValue{"worker.env", 4096};        // each value
 inline constexpr TextLimit kWorkingDir{"worker.working_dir", 4096};
+inline constexpr TextLimit kAdaptiveCodec{"sync.adaptive.codecs", 64};  // each name; enums on the wire
 
 // Every scalar string field the YAML reader reads with FieldReader::Str.
 inline constexpr TextLimit kScalarFields[] = {kName,     kModelPreset, kTextPath,     kInnerName,  kOuterName,
@@ -46,6 +47,7 @@ inline constexpr TextLimit kScalarFields[] = {kName,     kModelPreset, kTextPath
 inline constexpr size_t kMaxRegions = 64;       // regions (and region_count)
 inline constexpr size_t kMaxCommandArgs = 256;  // worker.command
 inline constexpr size_t kMaxEnvEntries = 256;   // worker.env
+inline constexpr size_t kMaxAdaptiveCodecs = 6;  // sync.adaptive.codecs: every codec at most once
 
 // Error messages quote at most this many bytes of a bad value.
 inline constexpr size_t kQuotedPrefixBytes = 40;

@@ -82,11 +82,80 @@ Status ValidateOptimizers(const v1::JobSpec& s) {
   return Status::Ok();
 }
 
+constexpr uint32_t kMaxInnerSteps = 1000000;  // sync.inner_steps and sync.adaptive.max_inner_steps
+
+// The options of compression that `codec` reads; `why` says what uses it when it
+// is not compression.codec itself ("" when it is).
+Status ValidateCodecOptions(const v1::Compression& c, sync_policies::Codec codec, const std::string& why) {
+  const sync_policies::CodecTraits& traits = sync_policies::Traits(codec);
+  if (traits.uses_blocks && (c.block_size() < 8 || c.block_size() > (1u << 20)))
+    return Bad("compression.block_size", "must be in 8..1048576" + why, std::to_string(c.block_size()));
+  if (traits.sparse && !(c.topk_fraction() > 0 && c.topk_fraction() <= 1))
+    return Bad("compression.topk_fraction", "must be in (0, 1]" + why, Num(c.topk_fraction()));
+  return Status::Ok();
+}
+
+// Each codec at most once: the limit is the number of codecs on the wire.
+static_assert(spec_limits::kMaxAdaptiveCodecs == static_cast<size_t>(v1::Codec_MAX),
+              "kMaxAdaptiveCodecs must be the number of codecs in common.proto");
+
+// sync.adaptive's codecs: known, each once, and the compression options they
+// read valid (a round may run with any of them, not only compression.codec).
+Status ValidateAdaptiveCodecs(const v1::JobSpec& s) {
+  const auto& a = s.sync().adaptive();
+  if (static_cast<size_t>(a.codecs_size()) > spec_limits::kMaxAdaptiveCodecs)
+    return Bad("sync.adaptive.codecs",
+               "must have at most " + std::to_string(spec_limits::kMaxAdaptiveCodecs) + " codecs",
+               std::to_string(a.codecs_size()));
+  std::set<int> seen;
+  for (int i = 0; i < a.codecs_size(); ++i) {
+    const std::string field = "sync.adaptive.codecs[" + std::to_string(i) + "]";
+    const v1::Codec wire = a.codecs(i);
+    auto codec = proto::CodecFromWire(wire);
+    if (!codec.ok())
+      return Bad(field, "must be one of " + sync_policies::CodecNames(),
+                 wire == v1::CODEC_UNSPECIFIED ? std::string("nothing") : std::to_string(static_cast<int>(wire)));
+    const std::string name(sync_policies::CodecName(*codec));
+    if (!seen.insert(static_cast<int>(wire)).second)
+      return Bad("sync.adaptive.codecs", "must not list a codec twice", ShortQuote(name));
+    LONGHAUL_RETURN_IF_ERROR(ValidateCodecOptions(s.compression(), *codec, " (" + field + " is " + name + ")"));
+  }
+  return Status::Ok();
+}
+
+// sync.adaptive: the bounds re-planning moves a round's H and codec within. Only
+// kinds whose rounds end in one exchange of pseudo-gradients can trade them for
+// WAN time. H grows by doubling from inner_steps up to max_inner_steps, so for
+// streaming_diloco every H stays a multiple of the fragments only if the bound is.
+Status ValidateAdaptive(const v1::JobSpec& s, sync_policies::SyncKind kind) {
+  const auto& sy = s.sync();
+  const auto& a = sy.adaptive();
+  const sync_policies::SyncKindTraits& traits = sync_policies::Traits(kind);
+  if (!traits.needs_link || traits.averages_gradients)
+    return Bad("sync.adaptive",
+               "applies only to sync.kind diloco or streaming_diloco (it re-plans H and the codec of the "
+               "pseudo-gradient exchanges)",
+               "sync.kind " + ShortQuote(sy.kind()));
+  if (!(a.target_utilisation() > 0 && a.target_utilisation() <= 1))
+    return Bad("sync.adaptive.target_utilisation", "must be in (0, 1]", Num(a.target_utilisation()));
+  const uint32_t h_max = a.max_inner_steps();
+  if (h_max != 0 && (h_max < sy.inner_steps() || h_max > kMaxInnerSteps))
+    return Bad("sync.adaptive.max_inner_steps",
+               "must be 0 (H stays the spec's) or in inner_steps..1000000 (" + std::to_string(sy.inner_steps()) +
+                   "..1000000)",
+               std::to_string(h_max));
+  if (traits.streams_fragments && h_max % sy.fragments() != 0)
+    return Bad("sync.adaptive.max_inner_steps",
+               "must be a multiple of sync.fragments (" + std::to_string(sy.fragments()) + ") for " + sy.kind(),
+               std::to_string(h_max));
+  return ValidateAdaptiveCodecs(s);
+}
+
 Status ValidateSync(const v1::JobSpec& s) {
   const auto& sy = s.sync();
   auto kind = proto::SyncKindOf(sy);
   if (!kind.ok()) return Bad("sync.kind", "must be one of " + sync_policies::SyncKindNames(), ShortQuote(sy.kind()));
-  if (sy.inner_steps() == 0 || sy.inner_steps() > 1000000)
+  if (sy.inner_steps() == 0 || sy.inner_steps() > kMaxInnerSteps)
     return Bad("sync.inner_steps", "must be in 1..1000000", std::to_string(sy.inner_steps()));
   if (!sync_policies::Traits(*kind).streams_fragments) {
     if (sy.fragments() != 1)
@@ -119,12 +188,8 @@ Status ValidateSync(const v1::JobSpec& s) {
   auto codec = proto::CodecFromWire(c.codec());
   if (!codec.ok())
     return Bad("compression.codec", "must be one of " + sync_policies::CodecNames(), std::to_string(c.codec()));
-  const sync_policies::CodecTraits& traits = sync_policies::Traits(*codec);
-  if (traits.uses_blocks && (c.block_size() < 8 || c.block_size() > (1u << 20)))
-    return Bad("compression.block_size", "must be in 8..1048576", std::to_string(c.block_size()));
-  if (traits.sparse && !(c.topk_fraction() > 0 && c.topk_fraction() <= 1))
-    return Bad("compression.topk_fraction", "must be in (0, 1]", Num(c.topk_fraction()));
-  return Status::Ok();
+  LONGHAUL_RETURN_IF_ERROR(ValidateCodecOptions(c, *codec, ""));
+  return sy.has_adaptive() ? ValidateAdaptive(s, *kind) : Status::Ok();
 }
 
 // The built-in trainer needs data; a command worker may bring its own, and any
@@ -166,6 +231,9 @@ Status ValidateJobSpec(const v1::JobSpec& s) {
   LONGHAUL_RETURN_IF_ERROR(ValidateData(s));
   LONGHAUL_RETURN_IF_ERROR(ValidateOptimizers(s));
   LONGHAUL_RETURN_IF_ERROR(ValidateSync(s));
+  // The inner schedule spans the spec's rounds x inner_steps even when
+  // sync.adaptive lets H grow (more steps run at its final lr), so this bound
+  // stays the spec's H: max_inner_steps >= inner_steps only adds steps.
   const uint64_t steps = uint64_t{s.rounds()} * s.sync().inner_steps();
   if (s.inner().warmup_steps() > steps)
     return Bad("inner.warmup_steps", "must be at most the job's rounds x inner_steps (" + std::to_string(steps) + ")",

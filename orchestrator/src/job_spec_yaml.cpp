@@ -268,6 +268,46 @@ Status ParseOuter(const YAML::Node& node, std::string_view src, v1::OuterOptimiz
   return r.RejectUnknown();
 }
 
+// `sync.adaptive.codecs`: codec names spelt as compression.codec's. A codec
+// named twice is left to ValidateJobSpec, which checks specs from the wire too.
+Status ParseAdaptiveCodecs(const FieldReader& r, const YAML::Node& list, v1::AdaptiveSync* a) {
+  const std::string field = r.Name("codecs");
+  if (!list.IsSequence())
+    return r.Error(list, "field '" + field + "' must be a list of codec names such as [int8, int4]");
+  if (list.size() > spec_limits::kMaxAdaptiveCodecs)
+    return r.Error(list, "field '" + field + "' must have at most " + std::to_string(spec_limits::kMaxAdaptiveCodecs) +
+                             " codecs, got " + std::to_string(list.size()));
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node item = list[i];
+    const std::string at = field + "[" + std::to_string(i) + "]";
+    if (!item.IsScalar()) return r.Error(item, "field '" + at + "' must be a codec name");
+    const Status text = spec_limits::CheckText(spec_limits::kAdaptiveCodec, item.Scalar());
+    if (!text.ok()) return r.Error(item, text.message());
+    auto codec = proto::CodecFromName(item.Scalar());
+    if (!codec.ok())
+      return r.Error(item, "field '" + at + "' must be one of " + sync_policies::CodecNames() + ", got " +
+                               ShortQuote(item.Scalar()));
+    a->add_codecs(*codec);
+  }
+  return Status::Ok();
+}
+
+// `sync.adaptive`: left out, re-planning is off; given, it needs a target (there
+// is no default one). The bounds are checked by ValidateJobSpec.
+Status ParseAdaptive(const YAML::Node& node, std::string_view src, v1::AdaptiveSync* a) {
+  FieldReader r(node, "sync.adaptive", src);
+  LONGHAUL_RETURN_IF_ERROR(r.Check());
+  LH_FIELD(r, F64, a, target_utilisation);
+  LH_FIELD(r, U32, a, max_inner_steps);
+  std::optional<YAML::Node> codecs;
+  r.Any("codecs", &codecs);
+  LONGHAUL_RETURN_IF_ERROR(r.RejectUnknown());
+  if (!r.Given("target_utilisation"))
+    return r.Error(node, "missing required field 'sync.adaptive.target_utilisation'");
+  if (codecs && !codecs->IsNull()) LONGHAUL_RETURN_IF_ERROR(ParseAdaptiveCodecs(r, *codecs, a));
+  return Status::Ok();
+}
+
 Status ParseSync(const YAML::Node& node, std::string_view src, v1::SyncPolicy* o) {
   FieldReader r(node, "sync", src);
   LONGHAUL_RETURN_IF_ERROR(r.Check());
@@ -276,7 +316,11 @@ Status ParseSync(const YAML::Node& node, std::string_view src, v1::SyncPolicy* o
   LH_FIELD(r, U32, o, fragments);
   LH_FIELD(r, U32, o, overlap_steps);
   LH_FIELD(r, F64, o, mixing_alpha);
-  return r.RejectUnknown();
+  std::optional<YAML::Node> adaptive;
+  LONGHAUL_RETURN_IF_ERROR(r.Sub("adaptive", &adaptive));
+  LONGHAUL_RETURN_IF_ERROR(r.RejectUnknown());
+  if (adaptive) LONGHAUL_RETURN_IF_ERROR(ParseAdaptive(*adaptive, src, o->mutable_adaptive()));
+  return Status::Ok();
 }
 
 Status ParseCompression(const YAML::Node& node, std::string_view src, v1::Compression* o) {

@@ -44,6 +44,8 @@ v1::JobStatus Orchestrator::BuildStatus(const Job& job) const {
   s.set_predicted_comm_seconds(job.last_predicted);
   s.set_actual_comm_seconds(job.last_actual);
   s.set_param_hash(job.last_hash);
+  *s.mutable_plan() = rec.plan;
+  s.set_replans(rec.replans);
   const uint32_t left = rec.spec.rounds() > rec.last_committed_round ? rec.spec.rounds() - rec.last_committed_round : 0;
   const double per_round = rec.last_committed_round > 0 && s.wall_seconds() > 0
                                ? s.wall_seconds() / rec.last_committed_round

@@ -60,7 +60,19 @@ OrchestratorMetrics::OrchestratorMetrics(prometheus::Registry& r)
       write_failures_(BuildCounter()
                           .Name("longhaul_state_write_failures_total")
                           .Help("State file writes that failed, by the operation they were part of")
-                          .Register(r)) {}
+                          .Register(r)),
+      replans_(BuildCounter()
+                   .Name("longhaul_job_replans_total")
+                   .Help("Rounds whose plan (inner steps, codec) re-planning changed (sync.adaptive)")
+                   .Register(r)),
+      plan_inner_steps_(BuildGauge()
+                            .Name("longhaul_job_round_inner_steps")
+                            .Help("Inner steps (H) of the job's current round plan")
+                            .Register(r)),
+      plan_cu_(BuildGauge()
+                   .Name("longhaul_job_predicted_utilisation")
+                   .Help("Compute utilisation the CU model predicts for the job's current round plan (0 = unknown)")
+                   .Register(r)) {}
 
 void OrchestratorMetrics::SetJobsByState(const std::map<std::string, int>& counts) {
   for (const auto& info : kJobStates) {
@@ -108,6 +120,14 @@ void OrchestratorMetrics::LinkMeasured(const std::string& region, const std::str
                                        double rtt_seconds) {
   if (bytes_per_second > 0) link_bandwidth_.Add({{"region", region}, {"peer", peer}}).Set(bytes_per_second);
   if (rtt_seconds > 0) link_rtt_.Add({{"region", region}, {"peer", peer}}).Set(rtt_seconds);
+}
+
+void OrchestratorMetrics::RoundPlanned(const std::string& job, uint32_t inner_steps, double predicted_cu,
+                                       bool replanned) {
+  auto& replans = replans_.Add({{"job", job}});  // present (at 0) from the first round
+  if (replanned) replans.Increment();
+  plan_inner_steps_.Add({{"job", job}}).Set(inner_steps);
+  plan_cu_.Add({{"job", job}}).Set(predicted_cu);
 }
 
 void OrchestratorMetrics::StalledFor(const std::string& job, double seconds) { stall_.Add({{"job", job}}).Set(seconds); }

@@ -140,6 +140,7 @@ Result<RoundSchedule> PlanRound(const std::vector<std::string>& participants, co
       wan.rtt_seconds = s.rate_includes_latency ? 0 : rtt;
     }
     s.predicted_comm_seconds = PredictRoundCommSeconds(shape, wan);
+    s.wan = wan;
   }
   char buf[300];
   std::snprintf(buf, sizeof(buf), "; bottleneck %.2f MB/s%s, rtt %.0f ms, %u connection(s) per link, predicted %.3f s",

@@ -9,7 +9,7 @@
 namespace longhaul::orchestrator {
 namespace {
 
-constexpr int kSchemaVersion = 6;
+constexpr int kSchemaVersion = 7;
 
 // Migration i brings the schema from version i to i+1.
 const char* const kMigrations[] = {
@@ -50,6 +50,13 @@ CREATE INDEX events_by_job ON events (job_id, id);
     "ALTER TABLE jobs ADD COLUMN owner_name TEXT NOT NULL DEFAULT '';",
     // 6: the last output of the job's most recent failed worker (its owner's to see).
     "ALTER TABLE jobs ADD COLUMN worker_output TEXT NOT NULL DEFAULT '';",
+    // 7: round plans (sync.adaptive): the job's current plan, its inner steps so
+    // far and re-plans; each committed round's inner steps and codec.
+    "ALTER TABLE jobs ADD COLUMN plan BLOB NOT NULL DEFAULT x'';"
+    "ALTER TABLE jobs ADD COLUMN inner_steps_done INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN replans INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE rounds ADD COLUMN inner_steps INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE rounds ADD COLUMN codec INTEGER NOT NULL DEFAULT 0;",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion);
 
@@ -196,7 +203,7 @@ Result<std::string> StateStore::CreateJob(const v1::JobSpec& spec, double now, c
 Status StateStore::SaveJobTx(const JobRecord& j) {
   Stmt up(db_,
           "UPDATE jobs SET state=?, reason=?, epoch=?, last_committed_round=?, wan_bytes=?, started_at=?, "
-          "finished_at=?, worker_output=? WHERE id=?");
+          "finished_at=?, worker_output=?, plan=?, inner_steps_done=?, replans=? WHERE id=?");
   LONGHAUL_RETURN_IF_ERROR(up.Text(1, std::string(JobStateName(j.state)))
                                .Text(2, j.reason)
                                .Bind(3, static_cast<int64_t>(j.epoch))
@@ -205,7 +212,10 @@ Status StateStore::SaveJobTx(const JobRecord& j) {
                                .Bind(6, j.started_at)
                                .Bind(7, j.finished_at)
                                .Text(8, j.worker_output)
-                               .Text(9, j.id)
+                               .Bind(9, j.plan.SerializeAsString())
+                               .Bind(10, static_cast<int64_t>(j.inner_steps_done))
+                               .Bind(11, static_cast<int64_t>(j.replans))
+                               .Text(12, j.id)
                                .Run());
   if (sqlite3_changes(db_) != 1) return NotFound("unknown job '" + j.id + "'");
   Stmt del(db_, "DELETE FROM job_regions WHERE job_id=?");
@@ -234,8 +244,8 @@ Status StateStore::CommitRound(const CommittedRound& r, const JobRecord& job_aft
   auto fail = [&](Status s) { return Rollback(std::move(s)); };
   Stmt ins(db_,
            "INSERT INTO rounds (job_id, round, epoch, param_hash, participants, loss, val_loss, tokens, wan_bytes, "
-           "comm_seconds, predicted_comm_seconds, wall_seconds, committed_at, compute_seconds) "
-           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+           "comm_seconds, predicted_comm_seconds, wall_seconds, committed_at, compute_seconds, inner_steps, codec) "
+           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   Status s = ins.Text(1, r.job_id)
                  .Bind(2, static_cast<int64_t>(r.round))
                  .Bind(3, static_cast<int64_t>(r.epoch))
@@ -250,6 +260,8 @@ Status StateStore::CommitRound(const CommittedRound& r, const JobRecord& job_aft
                  .Bind(12, r.wall_seconds)
                  .Bind(13, r.committed_at)
                  .Bind(14, r.compute_seconds)
+                 .Bind(15, static_cast<int64_t>(r.inner_steps))
+                 .Bind(16, static_cast<int64_t>(r.codec))
                  .Run();
   if (!s.ok()) return fail(s.code() == StatusCode::kAlreadyExists
                                ? Status(StatusCode::kAlreadyExists, "round " + std::to_string(r.round) + " of " +
@@ -276,7 +288,7 @@ Result<std::vector<JobRecord>> StateStore::LoadJobs() {
   std::vector<JobRecord> jobs;
   Stmt q(db_,
          "SELECT id, spec, state, reason, epoch, last_committed_round, wan_bytes, created_at, started_at, finished_at, "
-         "idempotency_key, owner_key, owner_name, worker_output FROM jobs ORDER BY id");
+         "idempotency_key, owner_key, owner_name, worker_output, plan, inner_steps_done, replans FROM jobs ORDER BY id");
   Status err;
   while (q.Step(&err)) {
     JobRecord j;
@@ -296,6 +308,12 @@ Result<std::vector<JobRecord>> StateStore::LoadJobs() {
     j.owner_key = q.Blob(11);
     j.owner_name = q.Blob(12);
     j.worker_output = q.Blob(13);
+    if (!j.plan.ParseFromString(q.Blob(14))) return DataLoss("job " + j.id + ": stored round plan does not parse");
+    j.inner_steps_done = static_cast<uint64_t>(q.Int(15));
+    j.replans = static_cast<uint32_t>(q.Int(16));
+    // A job from before plans were kept ran every round with the spec's H.
+    if (j.plan.inner_steps() == 0 && j.inner_steps_done == 0)
+      j.inner_steps_done = uint64_t{j.last_committed_round} * j.spec.sync().inner_steps();
     jobs.push_back(std::move(j));
   }
   LONGHAUL_RETURN_IF_ERROR(err);
@@ -327,7 +345,8 @@ Result<std::vector<CommittedRound>> StateStore::LoadRounds(const std::string& jo
   std::vector<CommittedRound> rounds;
   Stmt q(db_,
          "SELECT round, epoch, param_hash, participants, loss, val_loss, tokens, wan_bytes, comm_seconds, "
-         "predicted_comm_seconds, wall_seconds, committed_at, compute_seconds FROM rounds WHERE job_id=? ORDER BY round");
+         "predicted_comm_seconds, wall_seconds, committed_at, compute_seconds, inner_steps, codec FROM rounds "
+         "WHERE job_id=? ORDER BY round");
   q.Text(1, job_id);
   Status err;
   while (q.Step(&err)) {
@@ -346,6 +365,8 @@ Result<std::vector<CommittedRound>> StateStore::LoadRounds(const std::string& jo
     r.wall_seconds = q.Real(10);
     r.committed_at = q.Real(11);
     r.compute_seconds = q.Real(12);
+    r.inner_steps = static_cast<uint32_t>(q.Int(13));
+    r.codec = static_cast<v1::Codec>(q.Int(14));
     rounds.push_back(std::move(r));
   }
   LONGHAUL_RETURN_IF_ERROR(err);

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <unistd.h>
 
@@ -106,10 +107,11 @@ class Rig {
     }
     Send(identity, m);
   }
-  std::string Submit(uint32_t rounds) {
+  std::string Submit(uint32_t rounds, const std::function<void(v1::JobSpec&)>& edit = {}) {
     v1::JobSpec spec = DefaultJobSpec();
     spec.set_rounds(rounds);
     spec.set_min_regions(2);
+    if (edit) edit(spec);
     v1::ControlMessage m;
     *m.mutable_submit_job()->mutable_spec() = spec;
     Send("cli", m);
@@ -161,13 +163,13 @@ inline int Count(const std::vector<Sent>& sent, v1::ControlMessage::BodyCase bod
 inline const std::vector<std::pair<std::string, std::string>> kAll = {{"a", "id-a"}, {"b", "id-b"}, {"c", "id-c"}};
 
 // Registers a, b, c, submits a job and brings it to round 1 started.
-inline std::string StartJob(Rig& rig, uint32_t rounds) {
+inline std::string StartJob(Rig& rig, uint32_t rounds, const std::function<void(v1::JobSpec&)>& edit = {}) {
   for (auto& [r, id] : kAll) {
     rig.Register(r, id);
     rig.Heartbeat(r, id);
   }
   rig.Take();
-  const std::string job = rig.Submit(rounds);
+  const std::string job = rig.Submit(rounds, edit);
   auto sent = rig.Take();
   REQUIRE(Count(sent, v1::ControlMessage::kJobAssignment) == 3);
   for (auto& [r, id] : kAll) rig.Ready(job, r, id);

@@ -631,3 +631,224 @@ TEST_CASE("a job file must be a regular file of at most 1 MiB, nothing blocks or
   CHECK_FALSE(
       ParseJobSpecYaml(WithLine("data: " + std::string(200000, '[') + std::string(200000, ']')), "job.yaml").ok());
 }
+
+// ---------------------------------------------------------------- sync.adaptive
+
+namespace {
+
+// A built-in spec whose `sync` section is the given block-style lines (from line 3).
+std::string WithSync(const std::string& lines) { return "name: x\nrounds: 2\nsync:\n" + lines; }
+
+}  // namespace
+
+TEST_CASE("sync.adaptive parses into its fields, and left out re-planning is off", "[job_spec][adaptive]") {
+  auto spec = ParseJobSpecYaml(
+      WithLine("sync: {kind: diloco, inner_steps: 25, adaptive: {target_utilisation: 0.6, max_inner_steps: 200, "
+               "codecs: [int8, int4]}}"),
+      "job.yaml");
+  INFO(ErrorOf(spec));
+  REQUIRE(spec.ok());
+  REQUIRE(spec->sync().has_adaptive());
+  const v1::AdaptiveSync& a = spec->sync().adaptive();
+  CHECK(a.target_utilisation() == Approx(0.6));
+  CHECK(a.max_inner_steps() == 200);
+  REQUIRE(a.codecs_size() == 2);
+  CHECK(a.codecs(0) == v1::CODEC_INT8_BLOCK);
+  CHECK(a.codecs(1) == v1::CODEC_INT4_BLOCK);
+  CHECK(spec->sync().inner_steps() == 25);  // the spec's H stays the first round's
+
+  // Only the target is required: no max_inner_steps keeps H, no codecs keeps compression.codec.
+  auto minimal = ParseJobSpecYaml(WithSync("  kind: streaming_diloco\n  inner_steps: 8\n  fragments: 2\n"
+                                           "  adaptive:\n    target_utilisation: 1\n"),
+                                  "job.yaml");
+  INFO(ErrorOf(minimal));
+  REQUIRE(minimal.ok());
+  REQUIRE(minimal->sync().has_adaptive());
+  CHECK(minimal->sync().adaptive().target_utilisation() == 1);
+  CHECK(minimal->sync().adaptive().max_inner_steps() == 0);
+  CHECK(minimal->sync().adaptive().codecs_size() == 0);
+
+  // The spec's codec need not be in the list: it is the plan the job starts with.
+  auto other = ParseJobSpecYaml(
+      WithLine("sync: {adaptive: {target_utilisation: 0.5, codecs: [fp4, int4]}}\ncompression: {codec: bf16}"),
+      "job.yaml");
+  INFO(ErrorOf(other));
+  CHECK(other.ok());
+
+  auto off = ParseJobSpecYaml(WithLine("sync: {kind: diloco, inner_steps: 25}"), "job.yaml");
+  REQUIRE(off.ok());
+  CHECK_FALSE(off->sync().has_adaptive());
+  CHECK_FALSE(DefaultJobSpec().sync().has_adaptive());  // the defaults table adds nothing
+}
+
+TEST_CASE("an unknown field inside sync.adaptive is an error naming it and its line", "[job_spec][adaptive]") {
+  auto spec = ParseJobSpecYaml(
+      WithSync("  kind: diloco\n  adaptive:\n    target_utilisation: 0.5\n    max_steps: 100\n"), "job.yaml");
+  REQUIRE_FALSE(spec.ok());
+  CHECK(spec.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(ErrorOf(spec), Catch::Contains("job.yaml line 7") &&
+                                Catch::Contains("unknown field 'sync.adaptive.max_steps'") &&
+                                Catch::Contains("known here: codecs, max_inner_steps, target_utilisation"));
+  auto twice = ParseJobSpecYaml(
+      WithSync("  adaptive:\n    target_utilisation: 0.5\n    target_utilisation: 0.7\n"), "job.yaml");
+  CHECK_THAT(ErrorOf(twice),
+             Catch::Contains("'sync.adaptive.target_utilisation' is given twice") && Catch::Contains("lines 5 and 6"));
+}
+
+TEST_CASE("sync.adaptive's YAML errors name the field and its line", "[job_spec][adaptive]") {
+  auto missing = ParseJobSpecYaml(WithSync("  kind: diloco\n  adaptive:\n    max_inner_steps: 40\n"), "job.yaml");
+  CHECK_THAT(ErrorOf(missing), Catch::Contains("job.yaml line 6") &&
+                                   Catch::Contains("missing required field 'sync.adaptive.target_utilisation'"));
+  auto empty = ParseJobSpecYaml(WithLine("sync: {adaptive: {}}"), "job.yaml");
+  CHECK_THAT(ErrorOf(empty),
+             Catch::Contains("line 3") && Catch::Contains("missing required field 'sync.adaptive.target_utilisation'"));
+  auto word = ParseJobSpecYaml(WithSync("  adaptive:\n    target_utilisation: high\n"), "job.yaml");
+  CHECK_THAT(ErrorOf(word),
+             Catch::Contains("line 5") && Catch::Contains("'sync.adaptive.target_utilisation' must be a number"));
+  auto steps = ParseJobSpecYaml(WithSync("  adaptive:\n    target_utilisation: 0.5\n    max_inner_steps: -4\n"),
+                                "job.yaml");
+  CHECK_THAT(ErrorOf(steps), Catch::Contains("line 6") && Catch::Contains("'sync.adaptive.max_inner_steps'") &&
+                                 Catch::Contains("'-4'"));
+  auto scalar = ParseJobSpecYaml(WithSync("  adaptive: 0.6\n"), "job.yaml");
+  CHECK_THAT(ErrorOf(scalar), Catch::Contains("line 4") && Catch::Contains("'sync.adaptive' must be a mapping"));
+
+  auto unknown = ParseJobSpecYaml(
+      WithSync("  adaptive:\n    target_utilisation: 0.5\n    codecs:\n      - int8\n      - zip\n"), "job.yaml");
+  CHECK_THAT(ErrorOf(unknown), Catch::Contains("job.yaml line 8") && Catch::Contains("'sync.adaptive.codecs[1]'") &&
+                                   Catch::Contains("'zip'"));
+  auto spelt = ParseJobSpecYaml(WithLine("sync: {adaptive: {target_utilisation: 0.5, codecs: [int8_block]}}"),
+                                "job.yaml");
+  CHECK_THAT(ErrorOf(spelt), Catch::Contains("line 3") && Catch::Contains("'sync.adaptive.codecs[0]' must be one of") &&
+                                 Catch::Contains("'int8_block'"));
+  auto not_list = ParseJobSpecYaml(WithSync("  adaptive:\n    target_utilisation: 0.5\n    codecs: int8\n"),
+                                   "job.yaml");
+  CHECK_THAT(ErrorOf(not_list),
+             Catch::Contains("line 6") && Catch::Contains("'sync.adaptive.codecs' must be a list of codec names"));
+  auto nested = ParseJobSpecYaml(WithLine("sync: {adaptive: {target_utilisation: 0.5, codecs: [[int8]]}}"), "job.yaml");
+  CHECK_THAT(ErrorOf(nested), Catch::Contains("'sync.adaptive.codecs[0]' must be a codec name"));
+  auto many = ParseJobSpecYaml(
+      WithLine("sync: {adaptive: {target_utilisation: 0.5, codecs: [fp32, bf16, int8, int4, fp4, topk, int8]}}"),
+      "job.yaml");
+  CHECK_THAT(ErrorOf(many),
+             Catch::Contains("line 3") && Catch::Contains("'sync.adaptive.codecs' must have at most 6 codecs, got 7"));
+  auto long_name = ParseJobSpecYaml(
+      WithLine("sync: {adaptive: {target_utilisation: 0.5, codecs: [" + std::string(65, 'c') + "]}}"), "job.yaml");
+  CHECK_THAT(ErrorOf(long_name), Catch::Contains("'sync.adaptive.codecs' must be at most 64 bytes"));
+}
+
+TEST_CASE("sync.adaptive's bounds are validated with messages naming the field", "[job_spec][adaptive]") {
+  auto adaptive = [](const std::string& fields) {
+    return ParseJobSpecYaml(WithLine("sync: {kind: diloco, inner_steps: 20, adaptive: {" + fields + "}}"), "job.yaml");
+  };
+  for (const char* target : {"0", "-0.5", "1.01", "inf"}) {
+    INFO(target);
+    CHECK_THAT(ErrorOf(adaptive(std::string("target_utilisation: ") + target)),
+               Catch::Contains("'sync.adaptive.target_utilisation' must be in (0, 1]"));
+  }
+  CHECK(adaptive("target_utilisation: 1").ok());
+  CHECK(adaptive("target_utilisation: 0.01").ok());
+
+  CHECK_THAT(ErrorOf(adaptive("target_utilisation: 0.5, max_inner_steps: 10")),
+             Catch::Contains("'sync.adaptive.max_inner_steps' must be 0") && Catch::Contains("20..1000000") &&
+                 Catch::Contains("got 10"));
+  CHECK_THAT(ErrorOf(adaptive("target_utilisation: 0.5, max_inner_steps: 1000001")),
+             Catch::Contains("'sync.adaptive.max_inner_steps'") && Catch::Contains("got 1000001"));
+  CHECK(adaptive("target_utilisation: 0.5, max_inner_steps: 0").ok());
+  CHECK(adaptive("target_utilisation: 0.5, max_inner_steps: 20").ok());
+  CHECK(adaptive("target_utilisation: 0.5, max_inner_steps: 1000000").ok());
+
+  // Every codec a round may use must find valid compression options, not only compression.codec.
+  auto blocks = ParseJobSpecYaml(
+      WithLine("sync: {adaptive: {target_utilisation: 0.5, codecs: [bf16, int4]}}\n"
+               "compression: {codec: fp32, block_size: 4}"),
+      "job.yaml");
+  CHECK_THAT(ErrorOf(blocks), Catch::Contains("'compression.block_size' must be in 8..1048576") &&
+                                  Catch::Contains("sync.adaptive.codecs[1] is int4") && Catch::Contains("got 4"));
+  CHECK(ParseJobSpecYaml(WithLine("sync: {kind: diloco}\ncompression: {codec: fp32, block_size: 4}"), "job.yaml").ok());
+}
+
+TEST_CASE("sync.adaptive is refused for the kinds sync and local", "[job_spec][adaptive]") {
+  for (const char* kind : {"sync", "local"}) {
+    INFO(kind);
+    auto spec = ParseJobSpecYaml(
+        WithLine(std::string("sync: {kind: ") + kind + ", adaptive: {target_utilisation: 0.5}}"), "job.yaml");
+    REQUIRE_FALSE(spec.ok());
+    CHECK_THAT(ErrorOf(spec), Catch::Contains("'sync.adaptive' applies only to sync.kind diloco or streaming_diloco") &&
+                                  Catch::Contains("got sync.kind '" + std::string(kind) + "'"));
+  }
+  CHECK(ParseJobSpecYaml(WithLine("sync: {kind: diloco, adaptive: {target_utilisation: 0.5}}"), "job.yaml").ok());
+}
+
+TEST_CASE("streaming_diloco's max_inner_steps must be a multiple of its fragments", "[job_spec][adaptive]") {
+  auto streaming = [](uint32_t max_inner_steps) {
+    return ParseJobSpecYaml(
+        WithLine("sync: {kind: streaming_diloco, inner_steps: 8, fragments: 4, adaptive: {target_utilisation: 0.5, "
+                 "max_inner_steps: " + std::to_string(max_inner_steps) + "}}"),
+        "job.yaml");
+  };
+  CHECK_THAT(ErrorOf(streaming(30)), Catch::Contains("'sync.adaptive.max_inner_steps' must be a multiple of "
+                                                     "sync.fragments (4) for streaming_diloco, got 30"));
+  CHECK(streaming(32).ok());
+  CHECK(streaming(36).ok());  // not a power-of-two multiple of H: the doubling stops there
+  CHECK(streaming(0).ok());
+}
+
+TEST_CASE("sync.adaptive.codecs may not name a codec twice", "[job_spec][adaptive]") {
+  auto dup = ParseJobSpecYaml(WithLine("sync: {adaptive: {target_utilisation: 0.5, codecs: [int8, int4, int8]}}"),
+                              "job.yaml");
+  REQUIRE_FALSE(dup.ok());
+  CHECK_THAT(ErrorOf(dup), Catch::Contains("'sync.adaptive.codecs' must not list a codec twice, got 'int8'"));
+  auto alias = ParseJobSpecYaml(WithLine("sync: {adaptive: {target_utilisation: 0.5, codecs: [none, fp32]}}"),
+                                "job.yaml");
+  CHECK_THAT(ErrorOf(alias), Catch::Contains("must not list a codec twice, got 'fp32'"));  // none is fp32
+}
+
+TEST_CASE("specs from the wire get the same sync.adaptive checks as the YAML reader", "[job_spec][adaptive]") {
+  v1::JobSpec base = DefaultJobSpec();  // diloco, H 20, int8
+  base.mutable_sync()->mutable_adaptive()->set_target_utilisation(0.6);
+  REQUIRE(ValidateJobSpec(base).ok());
+
+  v1::JobSpec no_target = base;
+  no_target.mutable_sync()->mutable_adaptive()->clear_target_utilisation();
+  CHECK_THAT(ValidateJobSpec(no_target).message(),
+             Catch::Contains("'sync.adaptive.target_utilisation' must be in (0, 1]"));
+  v1::JobSpec unset = base;
+  unset.mutable_sync()->mutable_adaptive()->add_codecs(v1::CODEC_INT4_BLOCK);
+  unset.mutable_sync()->mutable_adaptive()->add_codecs(v1::CODEC_UNSPECIFIED);
+  CHECK_THAT(ValidateJobSpec(unset).message(),
+             Catch::Contains("'sync.adaptive.codecs[1]' must be one of") && Catch::Contains("got nothing"));
+  v1::JobSpec unknown = base;
+  unknown.mutable_sync()->mutable_adaptive()->mutable_codecs()->Add(42);
+  CHECK_THAT(ValidateJobSpec(unknown).message(),
+             Catch::Contains("'sync.adaptive.codecs[0]' must be one of") && Catch::Contains("got 42"));
+  v1::JobSpec many = base;
+  for (int i = 0; i < 7; ++i) many.mutable_sync()->mutable_adaptive()->add_codecs(v1::CODEC_BF16);
+  CHECK_THAT(ValidateJobSpec(many).message(), Catch::Contains("'sync.adaptive.codecs' must have at most 6 codecs"));
+  v1::JobSpec twice = base;
+  twice.mutable_sync()->mutable_adaptive()->add_codecs(v1::CODEC_TOPK);
+  twice.mutable_sync()->mutable_adaptive()->add_codecs(v1::CODEC_TOPK);
+  CHECK_THAT(ValidateJobSpec(twice).message(), Catch::Contains("must not list a codec twice, got 'topk'"));
+  v1::JobSpec sparse = base;
+  sparse.mutable_sync()->mutable_adaptive()->add_codecs(v1::CODEC_TOPK);
+  sparse.mutable_compression()->set_topk_fraction(0);
+  CHECK_THAT(ValidateJobSpec(sparse).message(),
+             Catch::Contains("'compression.topk_fraction' must be in (0, 1]") &&
+                 Catch::Contains("sync.adaptive.codecs[0] is topk"));
+  v1::JobSpec local = base;
+  local.mutable_sync()->set_kind("local");
+  local.mutable_compression()->set_codec(v1::CODEC_FP32);
+  CHECK_THAT(ValidateJobSpec(local).message(), Catch::Contains("'sync.adaptive'") && Catch::Contains("'local'"));
+  v1::JobSpec small = base;
+  small.mutable_sync()->mutable_adaptive()->set_max_inner_steps(19);
+  CHECK_THAT(ValidateJobSpec(small).message(), Catch::Contains("'sync.adaptive.max_inner_steps'"));
+}
+
+TEST_CASE("inner.warmup_steps stays bounded by the spec's rounds x inner_steps when H may grow",
+          "[job_spec][adaptive]") {
+  // The inner schedule spans rounds x inner_steps of the spec; a larger H adds steps after it.
+  const std::string sync = "sync: {inner_steps: 10, adaptive: {target_utilisation: 0.5, max_inner_steps: 100}}\n";
+  auto past = ParseJobSpecYaml(WithLine(sync + "inner: {warmup_steps: 21}"), "job.yaml");
+  CHECK_THAT(ErrorOf(past),
+             Catch::Contains("'inner.warmup_steps' must be at most the job's rounds x inner_steps (20)"));
+  CHECK(ParseJobSpecYaml(WithLine(sync + "inner: {warmup_steps: 20}"), "job.yaml").ok());
+}

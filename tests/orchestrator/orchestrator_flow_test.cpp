@@ -378,3 +378,98 @@ TEST_CASE("flow: the next round's prediction uses the links the regions measured
   CHECK(wan > 0);
   CHECK(rig.o().JobStatusOf(job).value().predicted_comm_seconds() == Approx(wan + 1.0));
 }
+
+TEST_CASE("flow: an adaptive job re-plans from measured links, says why, and keeps its plan over a restart",
+          "[orchestrator][replan]") {
+  Rig rig("replan");
+  const auto adaptive = [](v1::JobSpec& spec) {
+    auto* a = spec.mutable_sync()->mutable_adaptive();
+    a->set_target_utilisation(0.6);
+    a->set_max_inner_steps(spec.sync().inner_steps() * 8);
+    a->add_codecs(v1::CODEC_INT8_BLOCK);
+    a->add_codecs(v1::CODEC_INT4_BLOCK);
+  };
+  const std::string job = StartJob(rig, 6, adaptive);
+  const uint32_t h = DefaultJobSpec().sync().inner_steps();
+  REQUIRE(DefaultJobSpec().compression().codec() == v1::CODEC_INT8_BLOCK);
+  // Round 1 runs the spec's plan: nothing is measured yet.
+  auto status = rig.o().JobStatusOf(job).value();
+  CHECK(status.plan().inner_steps() == h);
+  CHECK(status.plan().first_step() == 0);
+  CHECK_THAT(status.plan().reason(), Catch::Contains("no measured links and step times to re-plan from yet"));
+  // Slow links: 1 kB/s, 20 ms. A step takes 50 ms in every region.
+  for (auto& [r, id] : kAll) {
+    std::vector<std::string> peers;
+    for (auto& [p, _] : kAll)
+      if (p != r) peers.push_back(p);
+    rig.LinkReport(r, id, peers, 1e3, 0.02);
+  }
+  for (auto& [r, id] : kAll) rig.Report(job, 1, 1, r, id, "h1", 0.05 * h);
+  auto starts = Starts(rig.Take());
+  REQUIRE(starts.size() == 3);
+  const v1::RoundPlan plan = starts["id-a"].plan();
+  CHECK(plan.inner_steps() > h);
+  CHECK(plan.inner_steps() <= 8 * h);
+  CHECK(plan.first_step() == h);
+  CHECK(plan.predicted_cu() >= 0.6);
+  CHECK_THAT(plan.reason(), Catch::Contains("misses the target 60.0%") && Catch::Contains("most synchronous plan"));
+  for (auto& [_, start] : starts) CHECK(start.plan().SerializeAsString() == plan.SerializeAsString());
+  status = rig.o().JobStatusOf(job).value();
+  CHECK(status.replans() == 1);
+  CHECK(status.plan().inner_steps() == plan.inner_steps());
+  auto events = rig.store().LoadEvents(job, 50);
+  REQUIRE(events.ok());
+  bool logged = false;
+  for (const auto& e : *events)
+    logged = logged || (e.kind == "replanned" && e.message.find(plan.reason()) != std::string::npos);
+  CHECK(logged);
+
+  // Round 2 ran the plan: it meets the target, so round 3 keeps it.
+  for (auto& [r, id] : kAll) rig.Report(job, 2, 2, r, id, "h2", 0.05 * plan.inner_steps());
+  starts = Starts(rig.Take());
+  REQUIRE(starts.size() == 3);
+  CHECK(starts["id-a"].plan().inner_steps() == plan.inner_steps());
+  CHECK(starts["id-a"].plan().codec() == plan.codec());
+  CHECK(starts["id-a"].plan().first_step() == h + plan.inner_steps());
+  CHECK_THAT(starts["id-a"].plan().reason(), Catch::Contains("meets the target 60.0%"));
+  CHECK(rig.o().JobStatusOf(job).value().replans() == 1);
+  auto rounds = rig.store().LoadRounds(job).value();
+  REQUIRE(rounds.size() == 2);
+  CHECK(rounds[0].inner_steps == h);
+  CHECK(rounds[1].inner_steps == plan.inner_steps());
+  CHECK(rounds[1].codec == plan.codec());
+
+  // A restarted orchestrator resumes with the plan and the job's step count.
+  rig.Start();
+  for (auto& [r, id] : kAll) {
+    rig.Register(r, id);
+    rig.Heartbeat(r, id, {job});
+  }
+  rig.o().Tick();
+  starts = Starts(rig.Take());
+  REQUIRE(starts.size() == 3);
+  CHECK(starts["id-a"].round() == 3);
+  CHECK(starts["id-a"].plan().inner_steps() == plan.inner_steps());
+  CHECK(starts["id-a"].plan().codec() == plan.codec());
+  CHECK(starts["id-a"].plan().first_step() == h + plan.inner_steps());
+}
+
+TEST_CASE("flow: a job without sync.adaptive runs every round with the spec's plan", "[orchestrator][replan]") {
+  Rig rig("no-replan");
+  const std::string job = StartJob(rig, 3);
+  const uint32_t h = DefaultJobSpec().sync().inner_steps();
+  for (auto& [r, id] : kAll) {
+    std::vector<std::string> peers;
+    for (auto& [p, _] : kAll)
+      if (p != r) peers.push_back(p);
+    rig.LinkReport(r, id, peers, 1e3, 0.02);
+  }
+  for (auto& [r, id] : kAll) rig.Report(job, 1, 1, r, id, "h1", 0.05 * h);
+  auto starts = Starts(rig.Take());
+  REQUIRE(starts.size() == 3);
+  CHECK(starts["id-a"].plan().inner_steps() == h);
+  CHECK(starts["id-a"].plan().codec() == DefaultJobSpec().compression().codec());
+  CHECK(starts["id-a"].plan().first_step() == h);
+  CHECK(starts["id-a"].plan().reason() == "the job spec's schedule");
+  CHECK(rig.o().JobStatusOf(job).value().replans() == 0);
+}

@@ -50,12 +50,19 @@ TEST_CASE("the store uses WAL and survives close and reopen", "[state_store]") {
     r.participants = {"eu-west", "us-east"};
     r.checkpoints = {{"eu-west", "/tmp/ckpt-1.safetensors"}};
     r.compute_seconds = 1.5;
+    r.inner_steps = 100;
+    r.codec = v1::CODEC_INT4_BLOCK;
     job.last_committed_round = 1;
+    job.plan.set_inner_steps(100);
+    job.plan.set_codec(v1::CODEC_INT4_BLOCK);
+    job.plan.set_reason("re-planned");
+    job.inner_steps_done = 100;
+    job.replans = 1;
     REQUIRE((*store)->CommitRound(r, job).ok());
   }
   auto store = StateStore::Open(file);
   REQUIRE(store.ok());
-  CHECK((*store)->schema_version() == 6);
+  CHECK((*store)->schema_version() == 7);
   auto job = (*store)->LoadJob(id).value();
   REQUIRE(job.has_value());
   CHECK(job->state == JobState::kRunning);
@@ -70,6 +77,13 @@ TEST_CASE("the store uses WAL and survives close and reopen", "[state_store]") {
   CHECK(rounds[0].participants == std::vector<std::string>{"eu-west", "us-east"});
   CHECK(rounds[0].checkpoints.size() == 1);
   CHECK(rounds[0].compute_seconds == 1.5);
+  CHECK(rounds[0].inner_steps == 100);
+  CHECK(rounds[0].codec == v1::CODEC_INT4_BLOCK);
+  CHECK(job->plan.inner_steps() == 100);
+  CHECK(job->plan.codec() == v1::CODEC_INT4_BLOCK);
+  CHECK(job->plan.reason() == "re-planned");
+  CHECK(job->inner_steps_done == 100);
+  CHECK(job->replans == 1);
   CHECK((*store)->CreateJob(DefaultJobSpec(), 101.0).value() == "job-000002");
 }
 
@@ -96,14 +110,20 @@ TEST_CASE("a version-1 state file is migrated and keeps its rounds", "[state_sto
                        "ALTER TABLE regions DROP COLUMN agent_key_name; DROP INDEX jobs_by_idempotency_key; "
                        "ALTER TABLE jobs DROP COLUMN idempotency_key; ALTER TABLE jobs DROP COLUMN owner_key; "
                        "ALTER TABLE jobs DROP COLUMN owner_name; ALTER TABLE jobs DROP COLUMN worker_output; "
-                       "UPDATE meta SET value=1",
+                       "ALTER TABLE jobs DROP COLUMN plan; ALTER TABLE jobs DROP COLUMN inner_steps_done; "
+                       "ALTER TABLE jobs DROP COLUMN replans; ALTER TABLE rounds DROP COLUMN inner_steps; "
+                       "ALTER TABLE rounds DROP COLUMN codec; UPDATE meta SET value=1",
                        nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
   }
   auto store = StateStore::Open(file);
   REQUIRE(store.ok());
-  CHECK((*store)->schema_version() == 6);
-  CHECK((*store)->LoadJob(id).value()->worker_output.empty());
+  CHECK((*store)->schema_version() == 7);
+  const JobRecord old = *(*store)->LoadJob(id).value();
+  CHECK(old.worker_output.empty());
+  // Its committed round ran with the spec's H.
+  CHECK(old.plan.inner_steps() == 0);
+  CHECK(old.inner_steps_done == DefaultJobSpec().sync().inner_steps());
   auto rounds = (*store)->LoadRounds(id).value();
   REQUIRE(rounds.size() == 1);
   CHECK(rounds[0].param_hash == "00ff");

@@ -407,3 +407,51 @@ TEST_CASE("region_agent: averaging inner moments is refused where it cannot run,
   o.moment_sync.first_moment_sync_rounds = 6;
   CHECK(lw::RegionReplica::Create(o, region.trainer->model().params(), *region.group, region.adam.get()).ok());
 }
+
+TEST_CASE("region_agent: a round plan sets the round's inner steps and codec, every region alike", "[replica][plan]") {
+  std::vector<std::unique_ptr<SimRegion>> regions;
+  for (uint32_t i = 0; i < 3; ++i) regions.push_back(std::make_unique<SimRegion>(i, 3, ls::SyncKind::kDiLoCo));
+  auto spec = RunRound(regions, 1);
+  for (auto& r : spec) REQUIRE(r.ok());
+  for (auto& r : regions) r->replica->Commit();
+  CHECK(spec[0]->tokens == 3 * 8);
+
+  lw::RoundInputs plan;
+  plan.inner_steps = 6;
+  plan.codec = ls::Codec::kInt4Block;
+  plan.first_step = 3;
+  auto planned = RunRound(regions, 2, plan);
+  for (auto& r : planned) REQUIRE(r.ok());
+  for (size_t i = 1; i < planned.size(); ++i) CHECK(planned[i]->param_hash == planned[0]->param_hash);
+  CHECK(planned[0]->tokens == 6 * 8);
+  CHECK(regions[0]->replica->inner_steps() == 6);
+  // int4 sends half of int8's bits (scales aside).
+  CHECK(planned[0]->wan_bytes_sent < spec[0]->wan_bytes_sent * 6 / 10);
+  for (auto& r : regions) r->replica->Commit();
+
+  auto back = RunRound(regions, 3);  // no plan: the job's H and codec again
+  for (auto& r : back) REQUIRE(r.ok());
+  CHECK(back[0]->tokens == 3 * 8);
+  CHECK(back[0]->wan_bytes_sent == spec[0]->wan_bytes_sent);
+  CHECK(back[1]->param_hash == back[0]->param_hash);
+}
+
+TEST_CASE("region_agent: a round plan the schedule cannot run fails the round's start and changes nothing",
+          "[replica][plan]") {
+  SimRegion region(0, 1, ls::SyncKind::kStreamingDiLoCo, 6);  // P = 3
+  const std::string theta0 = longhaul::ParameterHash(region.replica->theta());
+  ls::InProcessGroup wan(1);
+  lw::RoundInputs in;
+  in.round = 1;
+  in.inner_steps = 7;  // not a multiple of the fragments
+  const auto started = region.replica->BeginRound(in, &wan.link(0));
+  REQUIRE_FALSE(started.ok());
+  CHECK_THAT(started.message(), Catch::Contains("round plan of 7 inner steps"));
+  CHECK_FALSE(region.replica->in_round());
+  CHECK(region.replica->inner_steps() == 6);
+  CHECK(longhaul::ParameterHash(region.replica->theta()) == theta0);
+  in.inner_steps = 12;  // a multiple runs
+  auto r = region.Run(in, &wan.link(0));
+  REQUIRE(r.ok());
+  CHECK(r->tokens == 12 * 8);
+}

@@ -70,13 +70,25 @@ Result<std::unique_ptr<RegionReplica>> RegionReplica::Create(ReplicaOptions opti
     r->guards_.emplace_back(r->options_.guard);
   }
   r->feedback_.resize(r->layout_.fragments());
+  LONGHAUL_RETURN_IF_ERROR(r->UseInnerSteps(r->options_.schedule.inner_steps));
+  return r;
+}
+
+Status RegionReplica::UseInnerSteps(uint32_t steps) {
+  if (steps == actions_steps_) return Status::Ok();
+  sync_policies::ScheduleOptions o = options_.schedule;
+  o.inner_steps = steps;
+  auto schedule = sync_policies::SyncSchedule::Create(o);
+  if (!schedule.ok()) return schedule.status().WithContext("round plan of " + std::to_string(steps) + " inner steps");
+  schedule_ = std::move(*schedule);
   // The schedule's actions by step, asked once: the per-step call must be cheap
   // (a user's step() between two optimizer steps should cost microseconds).
-  r->actions_.resize(r->options_.schedule.inner_steps + 1);
-  if (r->schedule_->traits().needs_link) {
-    for (uint32_t st = 1; st <= r->options_.schedule.inner_steps; ++st) r->actions_[st] = r->schedule_->AfterStep(st);
+  actions_.assign(steps + 1, {});
+  if (schedule_->traits().needs_link) {
+    for (uint32_t st = 1; st <= steps; ++st) actions_[st] = schedule_->AfterStep(st);
   }
-  return r;
+  actions_steps_ = steps;
+  return Status::Ok();
 }
 
 RegionReplica::RegionReplica(ReplicaOptions options, std::span<float> local, trainer::IntraRegionGroup& group,
@@ -143,7 +155,10 @@ Status RegionReplica::Bootstrap(const RoundInputs& in, sync_policies::Collective
     // The trainer continues where the job is (its learning-rate schedule above
     // all): a relaunched worker that restarted warm-up and decay at step 0
     // trained at the peak rate while the others were near the end of the decay.
-    if (inner_ != nullptr) inner_->Rejoined(uint64_t{in.round > 0 ? in.round - 1 : 0} * options_.schedule.inner_steps);
+    if (inner_ != nullptr) {
+      inner_->Rejoined(in.first_step.value_or(uint64_t{in.round > 0 ? in.round - 1 : 0} *
+                                               options_.schedule.inner_steps));
+    }
   }
   return Status::Ok();
 }
@@ -188,7 +203,7 @@ Status RegionReplica::AllReduceGradients(std::span<float> grad) {
                            " is not finite at inner step " + std::to_string(step));
   }
   if (!all_finite) return Aborted("another worker of region " + options_.region + " has a non-finite gradient");
-  LONGHAUL_RETURN_IF_ERROR(MeanAcrossRegions(r, piece, options_.compression, DeadlineAfter(options_.collective_timeout),
+  LONGHAUL_RETURN_IF_ERROR(MeanAcrossRegions(r, piece, r.compression, DeadlineAfter(options_.collective_timeout),
                                              "gradient all-reduce at inner step " + std::to_string(step), &feedback_[0]));
   LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, 0, piece, grad));
   r.gradients_averaged = true;
@@ -213,8 +228,8 @@ Status RegionReplica::StartFragmentSync(uint32_t f, sync_policies::CollectiveLin
   in_flight_ = std::move(flight);
   InFlight* job = &*in_flight_;
   const Deadline deadline = DeadlineAfter(options_.collective_timeout);
-  job->done = std::async(std::launch::async, [this, job, &link, deadline] {
-    return sync_policies::AllReduceMean(link, job->delta, options_.compression, deadline, &job->stats,
+  job->done = std::async(std::launch::async, [this, job, &link, deadline, compression = round_->compression] {
+    return sync_policies::AllReduceMean(link, job->delta, compression, deadline, &job->stats,
                                         &feedback_[job->fragment]);
   });
   return Status::Ok();
@@ -314,9 +329,18 @@ Status RegionReplica::BeginRound(const RoundInputs& in, sync_policies::Collectiv
   const sync_policies::SyncKindTraits& kind = schedule_->traits();
   if (kind.needs_link && link == nullptr)
     return InvalidArgument("round of kind " + std::string(kind.name) + " needs a cross-region link");
+  // The round's plan: checked before anything changes, so a bad one fails the
+  // round's start and leaves the replica as it was.
+  const uint32_t steps = in.inner_steps != 0 ? in.inner_steps : options_.schedule.inner_steps;
+  sync_policies::CompressionOptions compression = options_.compression;
+  if (in.codec) compression.codec = *in.codec;
+  LONGHAUL_RETURN_IF_ERROR(compression.Validate().WithContext("round plan"));
+  LONGHAUL_RETURN_IF_ERROR(UseInnerSteps(steps));
   Round r;
   r.start = SteadyClock::now();
   r.inputs = in;
+  r.steps = steps;
+  r.compression = compression;
   r.link = link;
   r.before = Snapshot();
   if (in.any_joining && link != nullptr) {
@@ -355,18 +379,18 @@ Status RegionReplica::RunActions(uint32_t step) {
 Result<bool> RegionReplica::AfterInnerStep(float loss, uint64_t tokens, double compute_seconds) {
   if (!round_) return FailedPrecondition("inner step outside a round");
   Round& r = *round_;
-  if (r.step >= options_.schedule.inner_steps) return FailedPrecondition("inner step past the round's last step");
+  if (r.step >= r.steps) return FailedPrecondition("inner step past the round's last step");
   ++r.step;
   r.loss_sum += loss;
   r.result.tokens += tokens;
   r.result.compute_seconds += compute_seconds;
-  if (actions_[r.step].empty()) return r.step == options_.schedule.inner_steps;
+  if (actions_[r.step].empty()) return r.step == r.steps;
   Status s = RunActions(r.step);
   if (!s.ok()) {
     AbandonRound();
     return s.WithContext("inner step " + std::to_string(r.step));
   }
-  return r.step == options_.schedule.inner_steps;
+  return r.step == r.steps;
 }
 
 void RegionReplica::AbandonRound() {
@@ -378,9 +402,9 @@ void RegionReplica::AbandonRound() {
 
 Result<RoundResult> RegionReplica::EndRound(const ValidationFn& validation) {
   if (!round_) return FailedPrecondition("no round to end");
-  if (round_->step != options_.schedule.inner_steps) {
+  if (round_->step != round_->steps) {
     return FailedPrecondition("round ended after " + std::to_string(round_->step) + " of " +
-                              std::to_string(options_.schedule.inner_steps) + " inner steps");
+                              std::to_string(round_->steps) + " inner steps");
   }
   Round& r = *round_;
   // The fragment sent at the round's last step would apply tau steps into the

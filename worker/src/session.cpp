@@ -9,6 +9,7 @@
 
 #include "agent_channel.h"
 #include "longhaul/proto/frame.h"
+#include "longhaul/proto/wire_enums.h"
 #include "longhaul/sync_policies/in_process_link.h"
 #include "longhaul/session/checkpoint_path.h"
 #include "longhaul/worker/flat_inner_state.h"
@@ -204,9 +205,10 @@ Status Session::Start(std::span<float> params, StartOptions options) {
 uint32_t Session::committed_round() const { return replica_ ? replica_->committed_round() : 0; }
 
 uint64_t Session::job_step() const {
-  const uint64_t h = config_.schedule.inner_steps;
-  if (replica_ && replica_->in_round()) return uint64_t{round_ > 0 ? round_ - 1 : 0} * h + replica_->step_in_round();
-  return uint64_t{round_} * h;  // between rounds (or finished): round_ is done
+  if (!replica_) return 0;
+  if (replica_->in_round()) return round_first_step_ + replica_->step_in_round();
+  // Between rounds (or finished): round_ is done, its steps with it.
+  return round_ == 0 ? 0 : round_first_step_ + replica_->inner_steps();
 }
 
 std::span<const float> Session::theta() const {
@@ -224,6 +226,16 @@ Status Session::BeginRound(const v1::RoundCommand& cmd, bool* joined) {
   worker::RoundInputs in;
   in.round = cmd.round();
   in.epoch = cmd.epoch();
+  const uint64_t h = config_.schedule.inner_steps;
+  round_first_step_ = uint64_t{cmd.round() > 0 ? cmd.round() - 1 : 0} * h;
+  if (cmd.has_plan() && cmd.plan().inner_steps() != 0) {
+    const auto& plan = cmd.plan();
+    auto codec = proto::CodecFromWire(plan.codec());
+    if (!codec.ok()) return codec.status().WithContext("round plan");
+    in.inner_steps = plan.inner_steps();
+    in.codec = *codec;
+    in.first_step = round_first_step_ = plan.first_step();
+  }
   int my_rank = -1;
   std::vector<worker::WanPeer> peers;
   for (int k = 0; k < cmd.participants_size(); ++k) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "longhaul/proto/wire_enums.h"
 #include "../job_spec_limits.h"
 #include "longhaul/orchestrator/cli.h"
 
@@ -98,6 +99,12 @@ std::string RenderJobStatus(const v1::JobStatus& s, bool color) {
   o << "   comm/round " << (s.actual_comm_seconds() > 0 ? Fixed(s.actual_comm_seconds(), 2) + " s" : "-")
     << " (predicted " << (s.predicted_comm_seconds() > 0 ? Fixed(s.predicted_comm_seconds(), 2) + " s" : "-") << ")\n";
   if (!s.reason().empty()) o << "  " << s.reason() << "\n";
+  if (s.spec().sync().has_adaptive() && s.plan().inner_steps() > 0) {
+    o << "  plan H=" << s.plan().inner_steps() << " " << proto::CodecName(s.plan().codec());
+    if (s.plan().predicted_cu() > 0) o << ", predicted CU " << Fixed(100 * s.plan().predicted_cu(), 1) << "%";
+    o << " (target " << Fixed(100 * s.spec().sync().adaptive().target_utilisation(), 0) << "%, " << s.replans()
+      << " re-plan(s)): " << s.plan().reason() << "\n";
+  }
   for (const auto& r : s.regions()) {
     o << "  " << Pad(r.region(), 10) << " " << Bar(r.round(), s.total_rounds(), 20) << " " << Pad(std::to_string(r.round()) + "/" + std::to_string(s.total_rounds()), 7)
       << " loss " << (r.loss() > 0 ? Fixed(r.loss(), 3) : "-    ") << "  val " << (r.val_loss() > 0 ? Fixed(r.val_loss(), 3) : "-    ")

@@ -13,6 +13,7 @@
 
 #include <map>
 #include <string>
+#include <cstdint>
 #include <string_view>
 
 namespace longhaul::orchestrator {
@@ -34,6 +35,9 @@ class OrchestratorMetrics {
   void StalledFor(const std::string& job, double seconds);
   // A region's measured WAN link towards a peer region (from its LinkReport).
   void LinkMeasured(const std::string& region, const std::string& peer, double bytes_per_second, double rtt_seconds);
+  // The plan a round of `job` starts with (sync.adaptive): its inner steps, its
+  // predicted CU (0 = not predictable yet), and whether re-planning changed it.
+  void RoundPlanned(const std::string& job, uint32_t inner_steps, double predicted_cu, bool replanned);
 
  private:
   prometheus::Family<prometheus::Gauge>& jobs_;
@@ -52,6 +56,9 @@ class OrchestratorMetrics {
   prometheus::Family<prometheus::Gauge>& link_bandwidth_;
   prometheus::Family<prometheus::Gauge>& link_rtt_;
   prometheus::Family<prometheus::Counter>& write_failures_;
+  prometheus::Family<prometheus::Counter>& replans_;
+  prometheus::Family<prometheus::Gauge>& plan_inner_steps_;
+  prometheus::Family<prometheus::Gauge>& plan_cu_;
 };
 
 }  // namespace longhaul::orchestrator

@@ -67,6 +67,8 @@ struct RoundSchedule {
   double rtt_seconds = 0;                  // largest RTT on the ring
   bool rate_includes_latency = false;      // some ring link's rate is a region's exchange rate
   double predicted_comm_seconds = 0;       // 0 = not predictable yet
+  // The WAN the prediction used: set once every ring link has an estimate.
+  std::optional<sync_policies::WanProfile> wan;
   std::string reason;
 };
 

@@ -50,6 +50,11 @@ struct JobRecord {
   // The last output of the job's most recent failed worker, "<region> worker
   // N:\n<lines>": shown to the owner and admins only (JobStatus.worker_output).
   std::string worker_output;
+  // The plan of the job's current (or next) round: the spec's, or what
+  // re-planning chose (sync.adaptive); inner_steps 0 = none yet.
+  v1::RoundPlan plan;
+  uint64_t inner_steps_done = 0;  // job-wide inner steps of the committed rounds
+  uint32_t replans = 0;           // times re-planning changed the plan
 };
 
 struct CommittedRound {
@@ -62,6 +67,8 @@ struct CommittedRound {
   uint64_t tokens = 0, wan_bytes = 0;
   double comm_seconds = 0, predicted_comm_seconds = 0, wall_seconds = 0;
   double compute_seconds = 0;  // mean over participants of the trainer's compute time
+  uint32_t inner_steps = 0;    // the round's plan: H (0 = a round from before plans were kept)
+  v1::Codec codec = v1::CODEC_UNSPECIFIED;  // and codec
   double committed_at = 0;
   std::vector<std::pair<std::string, std::string>> checkpoints;  // (region, path)
 };

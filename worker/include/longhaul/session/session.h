@@ -161,6 +161,7 @@ class Session {
   StartOptions start_;
   std::optional<v1::RoundCommand> current_;   // the round in progress
   uint32_t round_ = 0;
+  uint64_t round_first_step_ = 0;  // job-wide inner steps before round_ (its plan's first_step)
   uint32_t rounds_done_before_ = 0;           // restored or start round - 1
   bool finished_ = false;
   bool started_ = false;

@@ -118,6 +118,14 @@ struct RoundInputs {
   bool any_joining = false;
   bool this_region_joining = false;
   int bootstrap_rank = -1;
+  // The round's plan (RoundCommand.plan, sync.adaptive): its inner steps (0 =
+  // the job's H) and codec (unset = the job's). Fragments, overlap and mixing
+  // stay the job's; a streaming H must stay a multiple of the fragments.
+  uint32_t inner_steps = 0;
+  std::optional<sync_policies::Codec> codec;
+  // Job-wide inner steps before this round (a rejoining trainer resumes its
+  // schedule there); unset: (round - 1) x the job's H.
+  std::optional<uint64_t> first_step;
 };
 
 struct RoundResult {
@@ -157,7 +165,8 @@ class RegionReplica {
   Result<RoundResult> EndRound(const ValidationFn& validation = {});
   // Ends the current round without a result (restores the round's start).
   void AbandonRound();
-  uint32_t inner_steps() const { return options_.schedule.inner_steps; }
+  // The round's inner steps (between rounds: the last round's).
+  uint32_t inner_steps() const { return round_ ? round_->steps : actions_steps_; }
   uint32_t step_in_round() const { return round_ ? round_->step : 0; }
 
   // A whole round in one call: BeginRound, H x (inner_step(), AfterInnerStep),
@@ -206,6 +215,8 @@ class RegionReplica {
   };
   struct Round {
     RoundInputs inputs;
+    uint32_t steps = 0;                             // H of this round
+    sync_policies::CompressionOptions compression;  // its codec
     sync_policies::CollectiveLink* link = nullptr;
     Saved before;
     uint32_t step = 0;
@@ -221,6 +232,8 @@ class RegionReplica {
   Status Bootstrap(const RoundInputs& in, sync_policies::CollectiveLink& link);
   // Bootstrap of the inner optimizer's shared state (kind sync).
   Status BootstrapInnerState(const RoundInputs& in, sync_policies::CollectiveLink& link, Deadline deadline);
+  // The schedule and its actions for a round of `steps` inner steps.
+  Status UseInnerSteps(uint32_t steps);
   Status RunActions(uint32_t step);
   // Send step: guard fragment f of (theta - local), start its cross-region
   // AllReduceMean on a background thread.
@@ -249,6 +262,7 @@ class RegionReplica {
   InnerState* inner_;
   std::unique_ptr<sync_policies::SyncSchedule> schedule_;
   std::vector<std::vector<sync_policies::SyncAction>> actions_;  // by step 1..H (index 0 unused)
+  uint32_t actions_steps_ = 0;                       // the H schedule_ and actions_ are for
   ShardLayout layout_;
   std::vector<float> theta_;                         // global parameters
   std::vector<std::unique_ptr<sync_policies::OuterOptimizer>> outer_;  // one per fragment

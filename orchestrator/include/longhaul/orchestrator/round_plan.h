@@ -1,0 +1,40 @@
+// The plan a round runs with (RoundCommand.plan): the job spec's inner steps
+// and codec, or, with sync.adaptive, what re-planning (sync_policies/replan.h)
+// chooses from the links and step times measured so far. A pure decision
+// function: the orchestrator persists and announces what it returns.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "longhaul/orchestrator/scheduler.h"
+#include "longhaul/sync_policies/cu_model.h"
+#include "longhaul/v1/control.pb.h"
+
+namespace longhaul::orchestrator {
+
+struct RoundPlanInputs {
+  const v1::JobSpec* spec = nullptr;
+  v1::RoundPlan current;        // the last round's plan (inner_steps 0: none yet, the spec's)
+  uint64_t first_step = 0;      // job-wide inner steps of the committed rounds
+  // What re-planning predicts from (0 / unset: not measured yet).
+  uint64_t spec_payload_bytes = 0;  // one region's exchange of the whole vector in the spec's codec
+  double step_seconds = 0;          // the slowest participant's compute per inner step
+  std::optional<sync_policies::WanProfile> wan;  // the round's ring, every link measured
+};
+
+struct ChosenRoundPlan {
+  v1::RoundPlan plan;
+  bool changed = false;  // differs from inputs.current (a re-plan)
+};
+
+ChosenRoundPlan ChooseRoundPlan(const RoundPlanInputs& in);
+
+// The size of an exchange of `bytes` in codec `from` in codec `to` (the spec's
+// block size and top-k fraction); `bytes` itself when either is unknown.
+uint64_t ConvertPayloadBytes(const v1::JobSpec& spec, uint64_t bytes, v1::Codec from, v1::Codec to);
+
+// The shape of a round run with `plan` (its H; the payload in its codec).
+RoundShape ShapeWithPlan(RoundShape shape, const v1::JobSpec& spec, const v1::RoundPlan& plan);
+
+}  // namespace longhaul::orchestrator

@@ -1,0 +1,64 @@
+// Re-planning a running job between rounds (sync.adaptive): given the links
+// and step times measured so far, which inner-step count and codec the next
+// round runs with. A pure decision function with its reason.
+//
+// The plans within the bounds, most synchronous first: H from the spec's,
+// doubling up to max_inner_steps (and max_inner_steps itself), and at each H
+// the allowed codecs in the spec's order (H grows the WAN's share of a round
+// down by 1/H; docs/results/convergence.md: int4 and fp4 cost less validation
+// loss than doubling H). Each is predicted with the CU model (cu_model.h).
+//
+//  - The current plan predicted at or above the target stays, unless a more
+//    synchronous plan is predicted at least `hysteresis` above the target (so
+//    noise in the measurements does not flip the plan every round).
+//  - Below the target: the most synchronous plan predicted to meet it; when
+//    none does, the one predicted highest.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "longhaul/common/status.h"
+#include "longhaul/sync_policies/codec.h"
+#include "longhaul/sync_policies/compressor.h"
+#include "longhaul/sync_policies/cu_model.h"
+
+namespace longhaul::sync_policies {
+
+struct AdaptiveBounds {
+  double target_cu = 0;            // in (0, 1]
+  uint32_t max_inner_steps = 0;    // 0: the base schedule's H only
+  std::vector<Codec> codecs;       // preference order; empty: the base codec only
+  double hysteresis = 0.05;        // CU points above the target to return to a more synchronous plan
+};
+
+struct RoundPlanChoice {
+  uint32_t inner_steps = 0;
+  Codec codec = Codec::kInt8Block;
+  bool operator==(const RoundPlanChoice&) const = default;
+};
+
+std::string PlanChoiceName(const RoundPlanChoice& plan);  // "H=200 int4"
+
+struct ReplanDecision {
+  RoundPlanChoice plan;
+  CuEstimate estimate;      // of `plan`
+  double current_cu = 0;    // the current plan's prediction
+  bool changed = false;     // plan != current
+  bool meets_target = false;
+  std::string reason;
+};
+
+// The plans in order of preference. `base` is the spec's schedule (its
+// inner_steps the smallest H); `compression` the spec's codec options (block
+// size, top-k fraction), its codec the one used when bounds.codecs is empty.
+std::vector<RoundPlanChoice> AdaptivePlans(const PlanSchedule& base, const CompressionOptions& compression,
+                                           const AdaptiveBounds& bounds);
+
+// `current` need not be one of the plans (it is predicted all the same).
+Result<ReplanDecision> Replan(const ComputeProfile& compute, const WanProfile& wan, const PlanSchedule& base,
+                              const CompressionOptions& compression, const AdaptiveBounds& bounds,
+                              const RoundPlanChoice& current);
+
+}  // namespace longhaul::sync_policies

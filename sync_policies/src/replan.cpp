@@ -1,0 +1,105 @@
+#include "longhaul/sync_policies/replan.h"
+
+#include <algorithm>
+
+#include "longhaul/common/format_number.h"
+#include "longhaul/sync_policies/planner.h"
+
+namespace longhaul::sync_policies {
+namespace {
+
+std::string Percent(double x) { return FormatNumber("%.1f%%", 100 * x); }
+
+Result<CuEstimate> Predict(const ComputeProfile& compute, const WanProfile& wan, PlanSchedule schedule,
+                           const CompressionOptions& compression, const RoundPlanChoice& plan) {
+  CompressionOptions c = compression;
+  c.codec = plan.codec;
+  LONGHAUL_ASSIGN_OR_RETURN(schedule.bits_per_value, WireBitsPerValue(c));
+  schedule.inner_steps = plan.inner_steps;
+  auto e = PredictRound(compute, wan, schedule);
+  if (!e.ok()) return e.status().WithContext(PlanChoiceName(plan));
+  return e;
+}
+
+}  // namespace
+
+std::string PlanChoiceName(const RoundPlanChoice& plan) {
+  return "H=" + std::to_string(plan.inner_steps) + " " + std::string(Traits(plan.codec).name);
+}
+
+std::vector<RoundPlanChoice> AdaptivePlans(const PlanSchedule& base, const CompressionOptions& compression,
+                                           const AdaptiveBounds& bounds) {
+  std::vector<uint32_t> steps;
+  const uint32_t max = std::max(base.inner_steps, bounds.max_inner_steps);
+  for (uint64_t h = base.inner_steps; h <= max && h > 0; h *= 2) steps.push_back(static_cast<uint32_t>(h));
+  if (steps.empty() || steps.back() != max) steps.push_back(max);
+  const std::vector<Codec> codecs = bounds.codecs.empty() ? std::vector<Codec>{compression.codec} : bounds.codecs;
+  std::vector<RoundPlanChoice> out;
+  for (uint32_t h : steps)
+    for (Codec c : codecs) out.push_back({h, c});
+  return out;
+}
+
+Result<ReplanDecision> Replan(const ComputeProfile& compute, const WanProfile& wan, const PlanSchedule& base,
+                              const CompressionOptions& compression, const AdaptiveBounds& bounds,
+                              const RoundPlanChoice& current) {
+  if (!(bounds.target_cu > 0 && bounds.target_cu <= 1)) return InvalidArgument("target CU must be in (0, 1]");
+  const std::vector<RoundPlanChoice> plans = AdaptivePlans(base, compression, bounds);
+  std::vector<CuEstimate> est;
+  for (const auto& p : plans) {
+    LONGHAUL_ASSIGN_OR_RETURN(CuEstimate e, Predict(compute, wan, base, compression, p));
+    est.push_back(e);
+  }
+  LONGHAUL_ASSIGN_OR_RETURN(CuEstimate now, Predict(compute, wan, base, compression, current));
+  const auto at = std::find(plans.begin(), plans.end(), current);
+  const size_t cur = static_cast<size_t>(at - plans.begin());  // plans.size(): not among them
+  const double target = bounds.target_cu;
+
+  ReplanDecision d;
+  d.current_cu = now.cu;
+  auto choose = [&](size_t i, std::string why) {
+    d.plan = plans[i];
+    d.estimate = est[i];
+    d.meets_target = est[i].cu >= target;
+    d.changed = !(plans[i] == current);
+    d.reason = std::move(why);
+  };
+  const std::string target_text = "target " + Percent(target);
+  const std::string current_text = PlanChoiceName(current) + " predicted at CU " + Percent(now.cu);
+  if (now.cu >= target) {
+    for (size_t i = 0; i < std::min(cur, plans.size()); ++i) {
+      if (est[i].cu >= target + bounds.hysteresis) {
+        choose(i, PlanChoiceName(plans[i]) + " predicted at CU " + Percent(est[i].cu) + ", above the " + target_text +
+                      " by more than " + FormatNumber("%.0f", 100 * bounds.hysteresis) + " points: back from " +
+                      current_text);
+        return d;
+      }
+    }
+    d.plan = current;
+    d.estimate = now;
+    d.meets_target = true;
+    d.reason = current_text + " meets the " + target_text;
+    return d;
+  }
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (est[i].cu >= target) {
+      choose(i, current_text + " misses the " + target_text + "; " + PlanChoiceName(plans[i]) +
+                    " is the most synchronous plan predicted to meet it (" + Percent(est[i].cu) + ")");
+      return d;
+    }
+  }
+  size_t best = 0;
+  for (size_t i = 1; i < plans.size(); ++i)
+    if (est[i].cu > est[best].cu) best = i;
+  if (est[best].cu <= now.cu) {
+    d.plan = current;
+    d.estimate = now;
+    d.reason = current_text + " misses the " + target_text + "; no plan within the bounds is predicted higher";
+    return d;
+  }
+  choose(best, current_text + " misses the " + target_text + "; no plan within the bounds meets it, " +
+                   PlanChoiceName(plans[best]) + " comes closest (" + Percent(est[best].cu) + ")");
+  return d;
+}
+
+}  // namespace longhaul::sync_policies
