@@ -1,16 +1,19 @@
 // bench_link_drop: what a job's compute utilisation does when one region's WAN
-// links drop to a quarter of their rate mid-job, and whether the orchestrator's
-// predicted wait follows the links it measures. No adaptation yet: this is the
-// baseline that live re-planning (issue 34) is to beat.
+// links drop to a quarter of their rate mid-job, without and with live
+// re-planning (sync.adaptive), and whether the orchestrator's predicted wait
+// follows the links it measures.
 //
-// Setup: a LocalCluster, 3 regions over linkem links (bench::BenchRegions), one
-// job (small preset, int8). When round D has committed, the bench writes
+// Setup: a LocalCluster, 3 regions over linkem links (bench::BenchRegions), and
+// one job per mode (small preset, int8, the same seed): "fixed" keeps the
+// spec's schedule, "adaptive" says sync.adaptive {target_utilisation,
+// max_inner_steps, codecs}. When round D has committed, the bench writes
 // "rate-mbit=<rate / factor>" into the control file of every linkem of one
 // region (longhaul-linkem --control-file, <job dir>/linkem-N.control) and
-// waits for the linkem's log to confirm it. Per round: compute (mean over
-// regions), wall and comm (the longest wait) as the orchestrator committed
-// them, its predicted comm, and CU = compute / wall. Summary: CU over rounds
-// 2..D (before) and D+3..R (two rounds after the drop, as issue 34 measures).
+// waits for the linkem's log to confirm it. Per round: the round's plan (H,
+// codec), compute (mean over regions), wall and comm (the longest wait) as the
+// orchestrator committed them, its predicted comm, and CU = compute / wall.
+// Summary per mode: CU over rounds 2..D (before) and D+3..R (two rounds after
+// the drop, as issue 34 measures), and the job's re-plans.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -40,6 +43,10 @@ struct Options {
   uint32_t rounds = 12, drop_after = 5;
   std::string region = "us-east";
   double factor = 4;
+  std::string mode = "both";  // fixed | adaptive | both
+  double target = 0.6;
+  uint32_t max_inner_steps = 400;
+  std::vector<std::string> codecs = {"int8", "int4"};
   int job_timeout_s = 1200;
 };
 
@@ -89,11 +96,70 @@ double Cu(const std::vector<orch::CommittedRound>& rounds, uint32_t first, uint3
   return wall > 0 ? compute / wall : 0;
 }
 
+struct JobRun {
+  std::vector<orch::CommittedRound> rounds;
+  uint32_t replans = 0;
+};
+
+// One job on the cluster; its links drop once round o.drop_after has committed.
+Result<JobRun> RunJob(orch::LocalCluster& cluster, const Options& o, const std::vector<orch::LocalRegion>& regions,
+                      bool adaptive, double before_mbit, double after_mbit) {
+  v1::JobSpec spec = bench::BuiltinJobSpec("link drop " + o.kind + (adaptive ? " adaptive" : " fixed"), "small", regions);
+  spec.set_rounds(o.rounds);
+  const bool streaming = o.kind == "streaming_diloco";
+  proto::SetSyncKind(spec.mutable_sync(), streaming ? SyncKind::kStreamingDiLoCo : SyncKind::kDiLoCo);
+  spec.mutable_sync()->set_inner_steps(o.h);
+  spec.mutable_sync()->set_fragments(streaming ? o.fragments : 1);
+  spec.mutable_sync()->set_overlap_steps(streaming ? o.overlap : 0);
+  spec.mutable_compression()->set_codec(v1::CODEC_INT8_BLOCK);
+  if (adaptive) {
+    auto* a = spec.mutable_sync()->mutable_adaptive();
+    a->set_target_utilisation(o.target);
+    a->set_max_inner_steps(o.max_inner_steps);
+    for (const auto& name : o.codecs) {
+      LONGHAUL_ASSIGN_OR_RETURN(v1::Codec codec, proto::CodecFromName(name));
+      a->add_codecs(codec);
+    }
+  }
+  LONGHAUL_ASSIGN_OR_RETURN(std::string id, cluster.Submit(spec));
+  Status drop = Status::Ok();
+  bool dropped = false;
+  auto status = cluster.WaitForJob(id, std::chrono::seconds(o.job_timeout_s), std::chrono::milliseconds(100),
+                                   [&](const v1::JobStatus& s) {
+                                     if (dropped || s.round() < o.drop_after) return;
+                                     dropped = true;
+                                     drop = DropLinks(cluster.work_dir() / o.region / id, after_mbit);
+                                     std::fprintf(stderr, "%s: round %u committed: %s's links %g -> %g Mbit/s%s\n",
+                                                  id.c_str(), s.round(), o.region.c_str(), before_mbit, after_mbit,
+                                                  drop.ok() ? "" : (" FAILED: " + drop.message()).c_str());
+                                   });
+  LONGHAUL_RETURN_IF_ERROR(drop);
+  if (!status.ok()) return status.status();
+  if (status->state() != "succeeded") return Aborted(id + " " + status->state() + ": " + status->reason());
+  LONGHAUL_ASSIGN_OR_RETURN(auto store, orch::StateStore::Open(cluster.state_file()));
+  JobRun run;
+  LONGHAUL_ASSIGN_OR_RETURN(run.rounds, store->LoadRounds(id));
+  LONGHAUL_ASSIGN_OR_RETURN(auto job, store->LoadJob(id));
+  if (job) run.replans = job->replans;
+  return run;
+}
+
+void PrintRounds(const JobRun& run, uint32_t drop_after) {
+  std::printf("| round | plan | compute | wall | comm (longest wait) | predicted comm | CU |\n|---|---|---|---|---|---|---|\n");
+  for (const auto& r : run.rounds) {
+    std::printf("| %u%s | H=%u %s | %.2f s | %.2f s | %.2f s | %.2f s | %.1f%% |\n", r.round,
+                r.round == drop_after + 1 ? " (dropped)" : "", r.inner_steps,
+                std::string(proto::CodecName(r.codec)).c_str(), r.compute_seconds, r.wall_seconds, r.comm_seconds,
+                r.predicted_comm_seconds, r.wall_seconds > 0 ? 100 * r.compute_seconds / r.wall_seconds : 0.0);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"bench_link_drop: compute utilisation before and after one region's WAN links drop mid-job"};
+  CLI::App app{"bench_link_drop: compute utilisation before and after one region's WAN links drop mid-job, "
+               "without and with live re-planning"};
   app.add_option("--kind", o.kind, "diloco | streaming_diloco")->check(CLI::IsMember({"diloco", "streaming_diloco"}));
   app.add_option("--inner-steps", o.h, "H")->check(CLI::Range(8, 100000));
   app.add_option("--fragments", o.fragments, "streaming_diloco: P")->check(CLI::Range(1, 64));
@@ -102,7 +168,12 @@ int main(int argc, char** argv) {
   app.add_option("--drop-after", o.drop_after, "the links drop once this round has committed")->check(CLI::Range(2, 1000));
   app.add_option("--region", o.region, "whose links drop (its inbound links: every peer's sends to it)");
   app.add_option("--factor", o.factor, "the rate is divided by this")->check(CLI::Range(1.0, 1000.0));
-  app.add_option("--job-timeout-s", o.job_timeout_s, "give up on the job after this long");
+  app.add_option("--mode", o.mode, "fixed (the spec's schedule), adaptive (sync.adaptive) or both, one job each")
+      ->check(CLI::IsMember({"fixed", "adaptive", "both"}));
+  app.add_option("--target", o.target, "adaptive: sync.adaptive.target_utilisation")->check(CLI::Range(0.01, 1.0));
+  app.add_option("--max-inner-steps", o.max_inner_steps, "adaptive: sync.adaptive.max_inner_steps");
+  app.add_option("--codecs", o.codecs, "adaptive: sync.adaptive.codecs, most preferred first");
+  app.add_option("--job-timeout-s", o.job_timeout_s, "give up on a job after this long");
   CLI11_PARSE(app, argc, argv);
   if (o.drop_after + 3 > o.rounds) {
     std::fprintf(stderr, "bench_link_drop: --rounds must leave 3 rounds after --drop-after\n");
@@ -120,56 +191,37 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_link_drop: %s\n", cluster.status().message().c_str());
     return 1;
   }
-  v1::JobSpec spec = bench::BuiltinJobSpec("link drop " + o.kind, "small", co.regions);
-  spec.set_rounds(o.rounds);
   const bool streaming = o.kind == "streaming_diloco";
-  proto::SetSyncKind(spec.mutable_sync(), streaming ? SyncKind::kStreamingDiLoCo : SyncKind::kDiLoCo);
-  spec.mutable_sync()->set_inner_steps(o.h);
-  spec.mutable_sync()->set_fragments(streaming ? o.fragments : 1);
-  spec.mutable_sync()->set_overlap_steps(streaming ? o.overlap : 0);
-  spec.mutable_compression()->set_codec(v1::CODEC_INT8_BLOCK);
-  auto id = (*cluster)->Submit(spec);
-  if (!id.ok()) {
-    std::fprintf(stderr, "bench_link_drop: %s\n", id.status().message().c_str());
-    return 1;
-  }
-  Status drop = Status::Ok();
-  bool dropped = false;
-  auto status = (*cluster)->WaitForJob(*id, std::chrono::seconds(o.job_timeout_s), std::chrono::milliseconds(100),
-                                       [&](const v1::JobStatus& s) {
-                                         if (dropped || s.round() < o.drop_after) return;
-                                         dropped = true;
-                                         drop = DropLinks((*cluster)->work_dir() / o.region / *id, after_mbit);
-                                         std::fprintf(stderr, "round %u committed: %s's links %g -> %g Mbit/s%s\n",
-                                                      s.round(), o.region.c_str(), before_mbit, after_mbit,
-                                                      drop.ok() ? "" : (" FAILED: " + drop.message()).c_str());
-                                       });
-  if (!status.ok() || status->state() != "succeeded" || !drop.ok()) {
-    std::fprintf(stderr, "bench_link_drop: %s (logs: %s)\n",
-                 !drop.ok()       ? drop.message().c_str()
-                 : !status.ok()   ? status.status().message().c_str()
-                                  : (status->state() + ": " + status->reason()).c_str(),
-                 (*cluster)->log_dir().c_str());
-    return 1;
-  }
-  auto store = orch::StateStore::Open((*cluster)->state_file());
-  auto rounds = store.ok() ? (*store)->LoadRounds(*id) : Result<std::vector<orch::CommittedRound>>(store.status());
-  if (!rounds.ok()) {
-    std::fprintf(stderr, "bench_link_drop: %s\n", rounds.status().message().c_str());
-    return 1;
-  }
-  std::printf("%s H=%u%s int8, small preset, 3 regions over linkem links; %s's links %g -> %g Mbit/s after round %u\n\n",
+  std::printf("%s H=%u%s int8, small preset, 3 regions over linkem links; %s's links %g -> %g Mbit/s after round %u\n",
               o.kind.c_str(), o.h,
               streaming ? (" P=" + std::to_string(o.fragments) + " tau=" + std::to_string(o.overlap)).c_str() : "",
               o.region.c_str(), before_mbit, after_mbit, o.drop_after);
-  std::printf("| round | compute | wall | comm (longest wait) | predicted comm | CU |\n|---|---|---|---|---|---|\n");
-  for (const auto& r : *rounds) {
-    std::printf("| %u%s | %.2f s | %.2f s | %.2f s | %.2f s | %.1f%% |\n", r.round, r.round == o.drop_after + 1 ? " (dropped)" : "",
-                r.compute_seconds, r.wall_seconds, r.comm_seconds, r.predicted_comm_seconds,
-                r.wall_seconds > 0 ? 100 * r.compute_seconds / r.wall_seconds : 0.0);
+  std::string summary;
+  for (const bool adaptive : {false, true}) {
+    if (o.mode != "both" && (o.mode == "adaptive") != adaptive) continue;
+    auto run = RunJob(**cluster, o, co.regions, adaptive, before_mbit, after_mbit);
+    if (!run.ok()) {
+      std::fprintf(stderr, "bench_link_drop: %s (logs: %s)\n", run.status().message().c_str(),
+                   (*cluster)->log_dir().c_str());
+      return 1;
+    }
+    std::string codecs;
+    for (const auto& c : o.codecs) codecs += (codecs.empty() ? "" : ", ") + c;
+    const std::string mode = adaptive ? "adaptive (target " + std::to_string(static_cast<int>(100 * o.target + 0.5)) +
+                                            "%, H up to " + std::to_string(o.max_inner_steps) + ", codecs " + codecs + ")"
+                                      : std::string("fixed schedule");
+    std::printf("\n%s:\n\n", mode.c_str());
+    PrintRounds(*run, o.drop_after);
+    char line[400];
+    std::snprintf(line, sizeof line, "%s: CU rounds 2-%u (before) %.1f%%, rounds %u-%u (two rounds after the drop) %.1f%%%s\n",
+                  adaptive ? "adaptive" : "fixed   ", o.drop_after, 100 * Cu(run->rounds, 2, o.drop_after),
+                  o.drop_after + 3, o.rounds, 100 * Cu(run->rounds, o.drop_after + 3, o.rounds),
+                  adaptive ? (", " + std::to_string(run->replans) + " re-plan(s); target " +
+                              std::to_string(static_cast<int>(100 * o.target + 0.5)) + "%")
+                                 .c_str()
+                           : "");
+    summary += line;
   }
-  std::printf("\nCU rounds 2-%u (before): %.1f%%; rounds %u-%u (two rounds after the drop): %.1f%%; no adaptation\n",
-              o.drop_after, 100 * Cu(*rounds, 2, o.drop_after), o.drop_after + 3, o.rounds,
-              100 * Cu(*rounds, o.drop_after + 3, o.rounds));
+  std::printf("\n%s", summary.c_str());
   return 0;
 }
