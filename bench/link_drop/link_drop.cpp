@@ -145,12 +145,14 @@ Result<JobRun> RunJob(orch::LocalCluster& cluster, const Options& o, const std::
 }
 
 void PrintRounds(const JobRun& run, uint32_t drop_after) {
-  std::printf("| round | plan | compute | wall | comm (longest wait) | predicted comm | CU |\n|---|---|---|---|---|---|---|\n");
+  std::printf("| round | plan | compute | wall | comm (longest wait) | predicted comm | CU | val loss |\n"
+              "|---|---|---|---|---|---|---|---|\n");
   for (const auto& r : run.rounds) {
-    std::printf("| %u%s | H=%u %s | %.2f s | %.2f s | %.2f s | %.2f s | %.1f%% |\n", r.round,
+    std::printf("| %u%s | H=%u %s | %.2f s | %.2f s | %.2f s | %.2f s | %.1f%% | %.4f |\n", r.round,
                 r.round == drop_after + 1 ? " (dropped)" : "", r.inner_steps,
                 std::string(proto::CodecName(r.codec)).c_str(), r.compute_seconds, r.wall_seconds, r.comm_seconds,
-                r.predicted_comm_seconds, r.wall_seconds > 0 ? 100 * r.compute_seconds / r.wall_seconds : 0.0);
+                r.predicted_comm_seconds, r.wall_seconds > 0 ? 100 * r.compute_seconds / r.wall_seconds : 0.0,
+                r.val_loss);
   }
 }
 

@@ -108,8 +108,7 @@ void Orchestrator::StartAttempt(Job& job) {
   const ChosenRoundPlan chosen = ChooseRoundPlan({.spec = &job.rec.spec,
                                                   .current = job.rec.plan,
                                                   .first_step = job.rec.inner_steps_done,
-                                                  .spec_payload_bytes = job.payload_bytes,
-                                                  .step_seconds = shape.step_seconds,
+                                                  .shape = shape,
                                                   .wan = plan.ok() ? plan->wan : std::nullopt});
   if (chosen.changed) plan = PlanRound(ms.participants, links, ShapeWithPlan(shape, job.rec.spec, chosen.plan), options_.schedule);
   RoundSchedule schedule;

@@ -43,25 +43,38 @@ RoundShape ShapeWithPlan(RoundShape shape, const v1::JobSpec& spec, const v1::Ro
   return shape;
 }
 
+Result<sp::CuEstimate> PredictPlannedRound(const RoundShape& shape, const v1::JobSpec& spec, const sp::WanProfile& wan,
+                                          const v1::RoundPlan& plan) {
+  const RoundShape planned = ShapeWithPlan(shape, spec, plan);
+  if (planned.step_seconds <= 0 || planned.payload_bytes == 0) return FailedPrecondition("nothing measured yet");
+  sp::CuEstimate e;
+  const double step = planned.fastest_step_seconds > 0 ? planned.fastest_step_seconds : planned.step_seconds;
+  e.compute_seconds = planned.inner_steps * step;
+  e.stall_seconds = PredictRoundCommSeconds(planned, wan);
+  e.round_seconds = e.compute_seconds + e.stall_seconds;
+  e.cu = e.round_seconds > 0 ? e.compute_seconds / e.round_seconds : 0;
+  return e;
+}
+
 ChosenRoundPlan ChooseRoundPlan(const RoundPlanInputs& in) {
   const v1::JobSpec& spec = *in.spec;
   ChosenRoundPlan out;
   const v1::RoundPlan current = in.current.inner_steps() != 0 ? in.current : SpecPlan(spec);
   out.plan = current;
   out.plan.set_first_step(in.first_step);
+  out.plan.set_predicted_cu(0);
   if (!spec.sync().has_adaptive()) {
     out.plan.set_reason("the job spec's schedule");
     return out;
   }
   const auto& adaptive = spec.sync().adaptive();
-  auto kind = proto::SyncKindOf(spec.sync());
   auto compression = proto::CompressionFromWire(spec.compression());
   auto current_codec = proto::CodecFromWire(current.codec());
-  if (!kind.ok() || !compression.ok() || !current_codec.ok()) {
-    out.plan.set_reason("keeps its plan: the spec's schedule does not translate");
+  if (!compression.ok() || !current_codec.ok()) {
+    out.plan.set_reason("keeps its plan: the spec's codec does not translate");
     return out;
   }
-  if (!in.wan || in.step_seconds <= 0 || in.spec_payload_bytes == 0) {
+  if (!in.wan || in.shape.step_seconds <= 0 || in.shape.payload_bytes == 0) {
     out.plan.set_reason("keeps " + sp::PlanChoiceName({current.inner_steps(), *current_codec}) +
                         ": no measured links and step times to re-plan from yet");
     return out;
@@ -71,17 +84,13 @@ ChosenRoundPlan ChooseRoundPlan(const RoundPlanInputs& in) {
     auto c = proto::CodecFromWire(adaptive.codecs(i));
     if (c.ok()) bounds.codecs.push_back(*c);
   }
-  RoundShape spec_shape{.kind = *kind,
-                        .inner_steps = spec.sync().inner_steps(),
-                        .fragments = spec.sync().fragments(),
-                        .overlap_steps = spec.sync().overlap_steps()};
-  const sp::PlanSchedule base = PlanScheduleOf(spec_shape, 8);
-  const double bits = BitsPerValue(spec, spec.compression().codec());
-  // Values exchanged: the spec codec's payload over its bits per value.
-  const sp::ComputeProfile compute{.params = bits > 0 ? 8.0 * static_cast<double>(in.spec_payload_bytes) / bits : 0,
-                                   .layers = 1,
-                                   .step_seconds = in.step_seconds};
-  auto d = sp::Replan(compute, *in.wan, base, *compression, bounds, {current.inner_steps(), *current_codec});
+  const auto plans = sp::AdaptivePlans(PlanScheduleOf(in.shape, 8), *compression, bounds);
+  auto d = sp::Replan(plans, bounds, {current.inner_steps(), *current_codec}, [&](const sp::RoundPlanChoice& p) {
+    v1::RoundPlan plan;
+    plan.set_inner_steps(p.inner_steps);
+    plan.set_codec(proto::CodecToWire(p.codec));
+    return PredictPlannedRound(in.shape, spec, *in.wan, plan);
+  });
   if (!d.ok()) {
     out.plan.set_reason("keeps its plan: re-planning failed (" + d.status().message() + ")");
     return out;

@@ -10,18 +10,19 @@ namespace {
 
 std::string Percent(double x) { return FormatNumber("%.1f%%", 100 * x); }
 
-Result<CuEstimate> Predict(const ComputeProfile& compute, const WanProfile& wan, PlanSchedule schedule,
-                           const CompressionOptions& compression, const RoundPlanChoice& plan) {
-  CompressionOptions c = compression;
-  c.codec = plan.codec;
-  LONGHAUL_ASSIGN_OR_RETURN(schedule.bits_per_value, WireBitsPerValue(c));
-  schedule.inner_steps = plan.inner_steps;
-  auto e = PredictRound(compute, wan, schedule);
-  if (!e.ok()) return e.status().WithContext(PlanChoiceName(plan));
-  return e;
-}
-
 }  // namespace
+
+PlanPredictor CuModelPredictor(const ComputeProfile& compute, const WanProfile& wan, const PlanSchedule& base,
+                               const CompressionOptions& compression) {
+  return [=](const RoundPlanChoice& plan) -> Result<CuEstimate> {
+    CompressionOptions c = compression;
+    c.codec = plan.codec;
+    PlanSchedule schedule = base;
+    LONGHAUL_ASSIGN_OR_RETURN(schedule.bits_per_value, WireBitsPerValue(c));
+    schedule.inner_steps = plan.inner_steps;
+    return PredictRound(compute, wan, schedule);
+  };
+}
 
 std::string PlanChoiceName(const RoundPlanChoice& plan) {
   return "H=" + std::to_string(plan.inner_steps) + " " + std::string(Traits(plan.codec).name);
@@ -40,17 +41,21 @@ std::vector<RoundPlanChoice> AdaptivePlans(const PlanSchedule& base, const Compr
   return out;
 }
 
-Result<ReplanDecision> Replan(const ComputeProfile& compute, const WanProfile& wan, const PlanSchedule& base,
-                              const CompressionOptions& compression, const AdaptiveBounds& bounds,
-                              const RoundPlanChoice& current) {
+Result<ReplanDecision> Replan(const std::vector<RoundPlanChoice>& plans, const AdaptiveBounds& bounds,
+                              const RoundPlanChoice& current, const PlanPredictor& predict) {
   if (!(bounds.target_cu > 0 && bounds.target_cu <= 1)) return InvalidArgument("target CU must be in (0, 1]");
-  const std::vector<RoundPlanChoice> plans = AdaptivePlans(base, compression, bounds);
+  if (plans.empty()) return InvalidArgument("no plans to choose from");
+  auto predicted = [&](const RoundPlanChoice& p) -> Result<CuEstimate> {
+    auto e = predict(p);
+    if (!e.ok()) return e.status().WithContext(PlanChoiceName(p));
+    return e;
+  };
   std::vector<CuEstimate> est;
   for (const auto& p : plans) {
-    LONGHAUL_ASSIGN_OR_RETURN(CuEstimate e, Predict(compute, wan, base, compression, p));
+    LONGHAUL_ASSIGN_OR_RETURN(CuEstimate e, predicted(p));
     est.push_back(e);
   }
-  LONGHAUL_ASSIGN_OR_RETURN(CuEstimate now, Predict(compute, wan, base, compression, current));
+  LONGHAUL_ASSIGN_OR_RETURN(CuEstimate now, predicted(current));
   const auto at = std::find(plans.begin(), plans.end(), current);
   const size_t cur = static_cast<size_t>(at - plans.begin());  // plans.size(): not among them
   const double target = bounds.target_cu;

@@ -5,6 +5,7 @@
 #include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/orchestrator/membership.h"
 #include "longhaul/orchestrator/round_coordinator.h"
+#include "longhaul/orchestrator/round_plan.h"
 #include "longhaul/orchestrator/scheduler.h"
 
 using namespace longhaul;
@@ -280,4 +281,59 @@ TEST_CASE("the ring avoids a slow link when a four-region ring can", "[scheduler
   auto s = PlanRound({"a", "b", "c", "d"}, links, RoundShape{.payload_bytes = 1'000'000});
   REQUIRE(s.ok());
   CHECK(s->bottleneck_bytes_per_second == Approx(50e6));
+}
+
+namespace {
+
+v1::JobSpec AdaptiveSpec(double target) {
+  v1::JobSpec spec = DefaultJobSpec();
+  auto* a = spec.mutable_sync()->mutable_adaptive();
+  a->set_target_utilisation(target);
+  a->set_max_inner_steps(spec.sync().inner_steps() * 16);
+  a->add_codecs(v1::CODEC_INT8_BLOCK);
+  a->add_codecs(v1::CODEC_INT4_BLOCK);
+  return spec;
+}
+
+RoundShape MeasuredShape(const v1::JobSpec& spec, double slowest, double fastest) {
+  return {.payload_bytes = 1'000'000,
+          .kind = sync_policies::SyncKind::kDiLoCo,
+          .inner_steps = spec.sync().inner_steps(),
+          .step_seconds = slowest,
+          .fastest_step_seconds = fastest};
+}
+
+}  // namespace
+
+TEST_CASE("round plan: the fastest region's wait for the slowest counts, and larger H cannot hide it",
+          "[scheduler][replan]") {
+  const v1::JobSpec spec = AdaptiveSpec(0.6);
+  const sync_policies::WanProfile wan{.regions = 3, .bandwidth_bps = 8e6, .rtt_seconds = 0.02};  // 1 MB/s
+  // Even regions, 10 ms steps: a 1 MB int8 exchange stalls H=20 far below 60%;
+  // a larger H and int4 reach it.
+  ChosenRoundPlan even = ChooseRoundPlan({.spec = &spec, .shape = MeasuredShape(spec, 0.01, 0.01), .wan = wan});
+  CHECK(even.changed);
+  CHECK(even.plan.predicted_cu() >= 0.6);
+  auto check = PredictPlannedRound(MeasuredShape(spec, 0.01, 0.01), spec, wan, even.plan);
+  REQUIRE(check.ok());
+  CHECK(check->cu == Approx(even.plan.predicted_cu()));
+  // One region twice as slow: the others wait H x 10 ms per round whatever the
+  // WAN does, so no H brings the fastest past 50%.
+  ChosenRoundPlan uneven = ChooseRoundPlan({.spec = &spec, .shape = MeasuredShape(spec, 0.02, 0.01), .wan = wan});
+  CHECK(uneven.plan.predicted_cu() < 0.5);
+  CHECK(uneven.plan.inner_steps() == spec.sync().adaptive().max_inner_steps());
+  CHECK_THAT(uneven.plan.reason(), Catch::Contains("no plan within the bounds meets it"));
+}
+
+TEST_CASE("round plan: a round's payload follows its codec, and the spec's plan stays until something is measured",
+          "[scheduler][replan]") {
+  const v1::JobSpec spec = AdaptiveSpec(0.6);
+  // int4 blocks of 256: 4 + 32/256 bits per value against int8's 8 + 32/256.
+  CHECK(ConvertPayloadBytes(spec, 8125, v1::CODEC_INT8_BLOCK, v1::CODEC_INT4_BLOCK) == 4125);
+  CHECK(ConvertPayloadBytes(spec, 4125, v1::CODEC_INT4_BLOCK, v1::CODEC_INT8_BLOCK) == 8125);
+  ChosenRoundPlan first = ChooseRoundPlan({.spec = &spec, .first_step = 0, .shape = MeasuredShape(spec, 0, 0)});
+  CHECK_FALSE(first.changed);
+  CHECK(first.plan.inner_steps() == spec.sync().inner_steps());
+  CHECK(first.plan.codec() == spec.compression().codec());
+  CHECK_THAT(first.plan.reason(), Catch::Contains("no measured links and step times to re-plan from yet"));
 }

@@ -19,6 +19,12 @@ const ls::AdaptiveBounds kBounds{.target_cu = 0.6,
 
 ls::WanProfile Ring(double mbyte_per_s) { return {.regions = 3, .bandwidth_bps = mbyte_per_s * 8e6, .rtt_seconds = 0.04}; }
 
+longhaul::Result<ls::ReplanDecision> Replan(const ls::WanProfile& wan, const ls::AdaptiveBounds& bounds,
+                                            const ls::RoundPlanChoice& current) {
+  return ls::Replan(ls::AdaptivePlans(kBase, kInt8, bounds), bounds, current,
+                    ls::CuModelPredictor(kModel, wan, kBase, kInt8));
+}
+
 double Cu(const ls::WanProfile& wan, const ls::RoundPlanChoice& p) {
   ls::PlanSchedule s = kBase;
   s.inner_steps = p.inner_steps;
@@ -42,7 +48,7 @@ TEST_CASE("replan: the plans run from the spec's H doubling to the bound, codecs
 
 TEST_CASE("replan: a plan that meets the target stays", "[replan]") {
   const ls::RoundPlanChoice spec{50, ls::Codec::kInt8Block};
-  auto d = ls::Replan(kModel, Ring(100), kBase, kInt8, kBounds, spec);
+  auto d = Replan(Ring(100), kBounds, spec);
   REQUIRE(d.ok());
   REQUIRE(Cu(Ring(100), spec) >= 0.6);
   CHECK_FALSE(d->changed);
@@ -55,7 +61,7 @@ TEST_CASE("replan: a slower link moves to the most synchronous plan predicted to
   const ls::RoundPlanChoice spec{50, ls::Codec::kInt8Block};
   const auto slow = Ring(25);
   REQUIRE(Cu(slow, spec) < 0.6);
-  auto d = ls::Replan(kModel, slow, kBase, kInt8, kBounds, spec);
+  auto d = Replan(slow, kBounds, spec);
   REQUIRE(d.ok());
   CHECK(d->changed);
   CHECK(d->meets_target);
@@ -78,12 +84,12 @@ TEST_CASE("replan: back to a more synchronous plan only with a margin above the 
   const auto link = Ring(100);
   const double spec_cu = Cu(link, spec);
   bounds.target_cu = spec_cu - 0.02;
-  auto stay = ls::Replan(kModel, link, kBase, kInt8, bounds, adapted);
+  auto stay = Replan(link, bounds, adapted);
   REQUIRE(stay.ok());
   CHECK(stay->plan != spec);  // the spec's plan is within 5 points of the target: not preferred yet
   // With a lower target, the spec's plan is 5+ points above it: back to it.
   bounds.target_cu = spec_cu - 0.06;
-  auto back = ls::Replan(kModel, link, kBase, kInt8, bounds, adapted);
+  auto back = Replan(link, bounds, adapted);
   REQUIRE(back.ok());
   CHECK(back->changed);
   CHECK(back->plan == spec);
@@ -94,14 +100,14 @@ TEST_CASE("replan: when no plan meets the target, the one predicted highest", "[
   const ls::RoundPlanChoice spec{50, ls::Codec::kInt8Block};
   ls::AdaptiveBounds bounds = kBounds;
   bounds.target_cu = 0.999;
-  auto d = ls::Replan(kModel, Ring(1), kBase, kInt8, bounds, spec);
+  auto d = Replan(Ring(1), bounds, spec);
   REQUIRE(d.ok());
   CHECK_FALSE(d->meets_target);
   CHECK(d->plan == ls::RoundPlanChoice{400, ls::Codec::kInt4Block});
   for (const auto& p : ls::AdaptivePlans(kBase, kInt8, bounds)) CHECK(Cu(Ring(1), p) <= d->estimate.cu);
   CHECK_THAT(d->reason, Catch::Contains("no plan within the bounds meets it, H=400 int4 comes closest"));
   // Already there: it stays, saying so.
-  auto again = ls::Replan(kModel, Ring(1), kBase, kInt8, bounds, d->plan);
+  auto again = Replan(Ring(1), bounds, d->plan);
   REQUIRE(again.ok());
   CHECK_FALSE(again->changed);
   CHECK_THAT(again->reason, Catch::Contains("no plan within the bounds is predicted higher"));
@@ -110,5 +116,5 @@ TEST_CASE("replan: when no plan meets the target, the one predicted highest", "[
 TEST_CASE("replan: a bad target is refused", "[replan]") {
   ls::AdaptiveBounds bounds = kBounds;
   bounds.target_cu = 0;
-  CHECK_FALSE(ls::Replan(kModel, Ring(100), kBase, kInt8, bounds, {50, ls::Codec::kInt8Block}).ok());
+  CHECK_FALSE(Replan(Ring(100), bounds, {50, ls::Codec::kInt8Block}).ok());
 }

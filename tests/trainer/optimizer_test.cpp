@@ -50,6 +50,24 @@ TEST_CASE("trainer: decoupled weight decay shrinks parameters with zero gradient
   CHECK(p[0] == Approx(2.0 * (1.0 - 0.1 * 0.5)));
 }
 
+TEST_CASE("trainer: AdamW flushes subnormal moments to zero and leaves the caller's float mode as it was",
+          "[trainer][adamw]") {
+  AdamWOptions o;
+  o.warmup_steps = 0;
+  AdamW opt(o, 2);
+  // g^2 = 1e-40 is subnormal (floats below 1.18e-38 are); so would be the
+  // second moment (1 - beta2) g^2. Flushed, it is exactly 0 and the step stays finite.
+  std::vector<float> p = {1.0f, 1.0f}, g = {1e-20f, 1.0f};
+  opt.Step(p, g);
+  CHECK(opt.second_moment()[0] == 0.0f);
+  CHECK(opt.first_moment()[0] == Approx(1e-21f));
+  CHECK(std::isfinite(p[0]));
+  CHECK(opt.second_moment()[1] == Approx(1.0f - o.beta2));
+  // Outside the step this thread still computes subnormals.
+  volatile float tiny = 1e-20f;
+  CHECK(tiny * tiny > 0.0f);
+}
+
 TEST_CASE("trainer: invalid AdamW options name the field", "[trainer][adamw]") {
   AdamWOptions o;
   o.beta2 = 1.0f;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "longhaul/common/status.h"
 #include "longhaul/orchestrator/scheduler.h"
 #include "longhaul/sync_policies/cu_model.h"
 #include "longhaul/v1/control.pb.h"
@@ -17,11 +18,18 @@ struct RoundPlanInputs {
   const v1::JobSpec* spec = nullptr;
   v1::RoundPlan current;        // the last round's plan (inner_steps 0: none yet, the spec's)
   uint64_t first_step = 0;      // job-wide inner steps of the committed rounds
-  // What re-planning predicts from (0 / unset: not measured yet).
-  uint64_t spec_payload_bytes = 0;  // one region's exchange of the whole vector in the spec's codec
-  double step_seconds = 0;          // the slowest participant's compute per inner step
-  std::optional<sync_policies::WanProfile> wan;  // the round's ring, every link measured
+  // What re-planning predicts from: the round in the spec's schedule (payload
+  // in the spec's codec, the participants' step times; 0 = not measured yet)
+  // and the round's ring with every link measured (unset: not yet).
+  RoundShape shape;
+  std::optional<sync_policies::WanProfile> wan;
 };
+
+// A plan's round as the orchestrator predicts it (PredictRoundCommSeconds):
+// the fastest participant computes H steps and waits the longest, so its
+// utilisation is the round's lowest; that is the one re-planning holds to the target.
+Result<sync_policies::CuEstimate> PredictPlannedRound(const RoundShape& shape, const v1::JobSpec& spec,
+                                                      const sync_policies::WanProfile& wan, const v1::RoundPlan& plan);
 
 struct ChosenRoundPlan {
   v1::RoundPlan plan;

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -56,9 +57,16 @@ struct ReplanDecision {
 std::vector<RoundPlanChoice> AdaptivePlans(const PlanSchedule& base, const CompressionOptions& compression,
                                            const AdaptiveBounds& bounds);
 
-// `current` need not be one of the plans (it is predicted all the same).
-Result<ReplanDecision> Replan(const ComputeProfile& compute, const WanProfile& wan, const PlanSchedule& base,
-                              const CompressionOptions& compression, const AdaptiveBounds& bounds,
-                              const RoundPlanChoice& current);
+// A plan's predicted round. CuModelPredictor: the CU model's steady-state round
+// of `base` with the plan's H and codec; a caller may add what the model does
+// not know (the orchestrator: uneven regions waiting for the slowest).
+using PlanPredictor = std::function<Result<CuEstimate>(const RoundPlanChoice&)>;
+PlanPredictor CuModelPredictor(const ComputeProfile& compute, const WanProfile& wan, const PlanSchedule& base,
+                               const CompressionOptions& compression);
+
+// `plans` in order of preference (AdaptivePlans); `current` need not be one of
+// them (it is predicted all the same).
+Result<ReplanDecision> Replan(const std::vector<RoundPlanChoice>& plans, const AdaptiveBounds& bounds,
+                              const RoundPlanChoice& current, const PlanPredictor& predict);
 
 }  // namespace longhaul::sync_policies
