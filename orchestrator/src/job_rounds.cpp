@@ -109,7 +109,8 @@ void Orchestrator::StartAttempt(Job& job) {
                                                   .current = job.rec.plan,
                                                   .first_step = job.rec.inner_steps_done,
                                                   .shape = shape,
-                                                  .wan = plan.ok() ? plan->wan : std::nullopt});
+                                                  .wan = plan.ok() ? plan->wan : std::nullopt,
+                                                  .last_comm_seconds = job.last_actual});
   if (chosen.changed) plan = PlanRound(ms.participants, links, ShapeWithPlan(shape, job.rec.spec, chosen.plan), options_.schedule);
   RoundSchedule schedule;
   if (plan.ok()) {

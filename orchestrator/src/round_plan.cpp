@@ -1,6 +1,7 @@
 #include "longhaul/orchestrator/round_plan.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "longhaul/proto/wire_enums.h"
 #include "longhaul/sync_policies/planner.h"
@@ -84,20 +85,37 @@ ChosenRoundPlan ChooseRoundPlan(const RoundPlanInputs& in) {
     auto c = proto::CodecFromWire(adaptive.codecs(i));
     if (c.ok()) bounds.codecs.push_back(*c);
   }
+  // The model against the last round: how far its wait was above what the
+  // links measured now predict for it.
+  double scale = 1;
+  std::string calibration;
+  if (auto last = PredictPlannedRound(in.shape, spec, *in.wan, current);
+      last.ok() && last->stall_seconds > 0 && in.last_comm_seconds > kUnderpredicted * last->stall_seconds) {
+    scale = in.last_comm_seconds / last->stall_seconds;
+    char text[160];
+    std::snprintf(text, sizeof text, "; the last round waited %.2f s where the measured links predict %.2f s: waits x%.1f",
+                  in.last_comm_seconds, last->stall_seconds, scale);
+    calibration = text;
+  }
   const auto plans = sp::AdaptivePlans(PlanScheduleOf(in.shape, 8), *compression, bounds);
-  auto d = sp::Replan(plans, bounds, {current.inner_steps(), *current_codec}, [&](const sp::RoundPlanChoice& p) {
-    v1::RoundPlan plan;
-    plan.set_inner_steps(p.inner_steps);
-    plan.set_codec(proto::CodecToWire(p.codec));
-    return PredictPlannedRound(in.shape, spec, *in.wan, plan);
-  });
+  auto d = sp::Replan(plans, bounds, {current.inner_steps(), *current_codec},
+                      [&](const sp::RoundPlanChoice& p) -> Result<sp::CuEstimate> {
+                        v1::RoundPlan plan;
+                        plan.set_inner_steps(p.inner_steps);
+                        plan.set_codec(proto::CodecToWire(p.codec));
+                        LONGHAUL_ASSIGN_OR_RETURN(sp::CuEstimate e, PredictPlannedRound(in.shape, spec, *in.wan, plan));
+                        e.stall_seconds *= scale;
+                        e.round_seconds = e.compute_seconds + e.stall_seconds;
+                        e.cu = e.round_seconds > 0 ? e.compute_seconds / e.round_seconds : 0;
+                        return e;
+                      });
   if (!d.ok()) {
     out.plan.set_reason("keeps its plan: re-planning failed (" + d.status().message() + ")");
     return out;
   }
   out.plan.set_inner_steps(d->plan.inner_steps);
   out.plan.set_codec(proto::CodecToWire(d->plan.codec));
-  out.plan.set_reason(d->reason);
+  out.plan.set_reason(d->reason + calibration);
   out.plan.set_predicted_cu(d->estimate.cu);
   out.changed = d->changed;
   return out;

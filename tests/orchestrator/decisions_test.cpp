@@ -337,3 +337,27 @@ TEST_CASE("round plan: a round's payload follows its codec, and the spec's plan 
   CHECK(first.plan.codec() == spec.compression().codec());
   CHECK_THAT(first.plan.reason(), Catch::Contains("no measured links and step times to re-plan from yet"));
 }
+
+TEST_CASE("round plan: a last round that waited far longer than the measured links predict scales the waits",
+          "[scheduler][replan]") {
+  const v1::JobSpec spec = AdaptiveSpec(0.6);
+  const sync_policies::WanProfile wan{.regions = 3, .bandwidth_bps = 8e8, .rtt_seconds = 0.005};  // 100 MB/s
+  const RoundShape shape = MeasuredShape(spec, 0.01, 0.01);
+  // The spec's plan meets the target on these links...
+  v1::RoundPlan spec_plan;
+  spec_plan.set_inner_steps(spec.sync().inner_steps());
+  spec_plan.set_codec(spec.compression().codec());
+  const auto predicted = PredictPlannedRound(shape, spec, wan, spec_plan).value();
+  REQUIRE(predicted.cu >= 0.65);
+  ChosenRoundPlan calm = ChooseRoundPlan({.spec = &spec, .current = spec_plan, .shape = shape, .wan = wan,
+                                          .last_comm_seconds = predicted.stall_seconds * 1.2});
+  CHECK_FALSE(calm.changed);
+  // ...but the last round of it waited 6x the prediction: the links dropped
+  // faster than their estimates follow.
+  ChosenRoundPlan dropped = ChooseRoundPlan({.spec = &spec, .current = spec_plan, .shape = shape, .wan = wan,
+                                             .last_comm_seconds = predicted.stall_seconds * 6});
+  CHECK(dropped.changed);
+  CHECK(dropped.plan.inner_steps() * 100 + dropped.plan.codec() > spec_plan.inner_steps() * 100 + spec_plan.codec());
+  CHECK(dropped.plan.predicted_cu() >= 0.6);
+  CHECK_THAT(dropped.plan.reason(), Catch::Contains("where the measured links predict") && Catch::Contains("waits x6.0"));
+}

@@ -23,7 +23,15 @@ struct RoundPlanInputs {
   // and the round's ring with every link measured (unset: not yet).
   RoundShape shape;
   std::optional<sync_policies::WanProfile> wan;
+  // The last committed round's longest wait (0 = none since the orchestrator
+  // started). When it ran `current` and waited more than kUnderpredicted x what
+  // the links measured now predict for it, the links changed faster than their
+  // estimates follow (an estimate moves on two busy periods far off it, reported
+  // with the round after): every plan's wait is scaled by that ratio.
+  double last_comm_seconds = 0;
 };
+
+inline constexpr double kUnderpredicted = 1.5;
 
 // A plan's round as the orchestrator predicts it (PredictRoundCommSeconds):
 // the fastest participant computes H steps and waits the longest, so its
