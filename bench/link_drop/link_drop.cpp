@@ -3,8 +3,8 @@
 // re-planning (sync.adaptive), and whether the orchestrator's predicted wait
 // follows the links it measures.
 //
-// Setup: a LocalCluster, 3 regions over linkem links (bench::BenchRegions), and
-// one job per mode (small preset, int8, the same seed): "fixed" keeps the
+// Setup: per mode a LocalCluster, 3 regions over linkem links
+// (bench::BenchRegions), and one job (small preset, int8, the same seed): "fixed" keeps the
 // spec's schedule, "adaptive" says sync.adaptive {target_utilisation,
 // max_inner_steps, codecs}. When round D has committed, the bench writes
 // "rate-mbit=<rate / factor>" into the control file of every linkem of one
@@ -99,6 +99,7 @@ double Cu(const std::vector<orch::CommittedRound>& rounds, uint32_t first, uint3
 struct JobRun {
   std::vector<orch::CommittedRound> rounds;
   uint32_t replans = 0;
+  std::vector<std::string> replan_events;  // the job's "replanned" events, oldest first
 };
 
 // One job on the cluster; its links drop once round o.drop_after has committed.
@@ -141,6 +142,9 @@ Result<JobRun> RunJob(orch::LocalCluster& cluster, const Options& o, const std::
   LONGHAUL_ASSIGN_OR_RETURN(run.rounds, store->LoadRounds(id));
   LONGHAUL_ASSIGN_OR_RETURN(auto job, store->LoadJob(id));
   if (job) run.replans = job->replans;
+  LONGHAUL_ASSIGN_OR_RETURN(auto events, store->LoadEvents(id, 1000));
+  for (const auto& e : events)
+    if (e.kind == "replanned") run.replan_events.push_back(e.message);
   return run;
 }
 
@@ -188,11 +192,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   const double before_mbit = region->rate_mbit, after_mbit = region->rate_mbit / o.factor;
-  auto cluster = orch::LocalCluster::Start(co);
-  if (!cluster.ok()) {
-    std::fprintf(stderr, "bench_link_drop: %s\n", cluster.status().message().c_str());
-    return 1;
-  }
   const bool streaming = o.kind == "streaming_diloco";
   std::printf("%s H=%u%s int8, small preset, 3 regions over linkem links; %s's links %g -> %g Mbit/s after round %u\n",
               o.kind.c_str(), o.h,
@@ -201,6 +200,14 @@ int main(int argc, char** argv) {
   std::string summary;
   for (const bool adaptive : {false, true}) {
     if (o.mode != "both" && (o.mode == "adaptive") != adaptive) continue;
+    // A cluster of its own per job: the orchestrator's link estimates (per pair
+    // of regions, shared by jobs) would carry the first job's dropped link into
+    // the second's, whose linkem links start at the full rate.
+    auto cluster = orch::LocalCluster::Start(co);
+    if (!cluster.ok()) {
+      std::fprintf(stderr, "bench_link_drop: %s\n", cluster.status().message().c_str());
+      return 1;
+    }
     auto run = RunJob(**cluster, o, co.regions, adaptive, before_mbit, after_mbit);
     if (!run.ok()) {
       std::fprintf(stderr, "bench_link_drop: %s (logs: %s)\n", run.status().message().c_str(),
@@ -214,6 +221,8 @@ int main(int argc, char** argv) {
                                       : std::string("fixed schedule");
     std::printf("\n%s:\n\n", mode.c_str());
     PrintRounds(*run, o.drop_after);
+    if (!run->replan_events.empty()) std::printf("\nre-plans:\n");
+    for (const auto& e : run->replan_events) std::printf("- %s\n", e.c_str());
     char line[400];
     std::snprintf(line, sizeof line, "%s: CU rounds 2-%u (before) %.1f%%, rounds %u-%u (two rounds after the drop) %.1f%%%s\n",
                   adaptive ? "adaptive" : "fixed   ", o.drop_after, 100 * Cu(run->rounds, 2, o.drop_after),

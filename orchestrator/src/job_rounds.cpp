@@ -110,7 +110,8 @@ void Orchestrator::StartAttempt(Job& job) {
                                                   .first_step = job.rec.inner_steps_done,
                                                   .shape = shape,
                                                   .wan = plan.ok() ? plan->wan : std::nullopt,
-                                                  .last_comm_seconds = job.last_actual});
+                                                  .last_comm_seconds = job.last_actual,
+                                                  .return_streak = job.replan_return_streak});
   if (chosen.changed) plan = PlanRound(ms.participants, links, ShapeWithPlan(shape, job.rec.spec, chosen.plan), options_.schedule);
   RoundSchedule schedule;
   if (plan.ok()) {
@@ -131,6 +132,7 @@ void Orchestrator::StartAttempt(Job& job) {
     spdlog::info("{}: round {} re-planned: {}", job.rec.id, job.rec.last_committed_round + 1, chosen.plan.reason());
     Event(job, "replanned", "round " + std::to_string(job.rec.last_committed_round + 1) + ": " + chosen.plan.reason());
   }
+  job.replan_return_streak = chosen.return_streak;
   if (metrics_) metrics_->RoundPlanned(job.rec.id, chosen.plan.inner_steps(), chosen.plan.predicted_cu(), chosen.changed);
   RoundAttempt a;
   a.job_id = job.rec.id;

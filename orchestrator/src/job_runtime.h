@@ -37,6 +37,9 @@ struct Orchestrator::Job {
   double step_seconds = 0;           // compute per inner step in the last committed round (0 = none yet)
   std::map<std::string, double> region_step_seconds;  // the same, per region that took part
   std::map<std::string, double> region_rates;  // WAN bytes / comm seconds of each region's last report
+  // Re-plans in a row that found a more synchronous plan well above the target
+  // (sync.adaptive goes back to it after a few; not kept over a restart).
+  uint32_t replan_return_streak = 0;
   double loss_floor = 0;
   double last_predicted = 0, last_actual = 0, last_val_loss = 0, last_round_wall = 0;
   std::string last_hash;

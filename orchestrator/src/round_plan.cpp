@@ -108,7 +108,8 @@ ChosenRoundPlan ChooseRoundPlan(const RoundPlanInputs& in) {
                         e.round_seconds = e.compute_seconds + e.stall_seconds;
                         e.cu = e.round_seconds > 0 ? e.compute_seconds / e.round_seconds : 0;
                         return e;
-                      });
+                      },
+                      in.return_streak);
   if (!d.ok()) {
     out.plan.set_reason("keeps its plan: re-planning failed (" + d.status().message() + ")");
     return out;
@@ -118,6 +119,7 @@ ChosenRoundPlan ChooseRoundPlan(const RoundPlanInputs& in) {
   out.plan.set_reason(d->reason + calibration);
   out.plan.set_predicted_cu(d->estimate.cu);
   out.changed = d->changed;
+  out.return_streak = d->return_streak;
   return out;
 }
 

@@ -42,7 +42,7 @@ std::vector<RoundPlanChoice> AdaptivePlans(const PlanSchedule& base, const Compr
 }
 
 Result<ReplanDecision> Replan(const std::vector<RoundPlanChoice>& plans, const AdaptiveBounds& bounds,
-                              const RoundPlanChoice& current, const PlanPredictor& predict) {
+                              const RoundPlanChoice& current, const PlanPredictor& predict, uint32_t return_streak) {
   if (!(bounds.target_cu > 0 && bounds.target_cu <= 1)) return InvalidArgument("target CU must be in (0, 1]");
   if (plans.empty()) return InvalidArgument("no plans to choose from");
   auto predicted = [&](const RoundPlanChoice& p) -> Result<CuEstimate> {
@@ -72,18 +72,25 @@ Result<ReplanDecision> Replan(const std::vector<RoundPlanChoice>& plans, const A
   const std::string target_text = "target " + Percent(target);
   const std::string current_text = PlanChoiceName(current) + " predicted at CU " + Percent(now.cu);
   if (now.cu >= target) {
-    for (size_t i = 0; i < std::min(cur, plans.size()); ++i) {
-      if (est[i].cu >= target + bounds.hysteresis) {
-        choose(i, PlanChoiceName(plans[i]) + " predicted at CU " + Percent(est[i].cu) + ", above the " + target_text +
-                      " by more than " + FormatNumber("%.0f", 100 * bounds.hysteresis) + " points: back from " +
-                      current_text);
-        return d;
-      }
-    }
     d.plan = current;
     d.estimate = now;
     d.meets_target = true;
     d.reason = current_text + " meets the " + target_text;
+    for (size_t i = 0; i < std::min(cur, plans.size()); ++i) {
+      if (est[i].cu < target + bounds.hysteresis) continue;
+      const std::string above = PlanChoiceName(plans[i]) + " predicted at CU " + Percent(est[i].cu) + ", above the " +
+                                target_text + " by more than " + FormatNumber("%.0f", 100 * bounds.hysteresis) +
+                                " points";
+      d.return_streak = return_streak + 1;
+      if (d.return_streak < bounds.rounds_to_return) {
+        d.reason += "; " + above + " (" + std::to_string(d.return_streak) + " of " +
+                    std::to_string(bounds.rounds_to_return) + " re-plans in a row before going back)";
+        return d;
+      }
+      choose(i, above + " in " + std::to_string(d.return_streak) + " re-plans in a row: back from " + current_text);
+      d.return_streak = 0;
+      return d;
+    }
     return d;
   }
   for (size_t i = 0; i < plans.size(); ++i) {

@@ -40,3 +40,21 @@ TEST_CASE("cli: plan refuses a plan it cannot model, as a usage error", "[cli][p
   CHECK(CliPlan(ctx, r) == kExitUsage);
   CHECK_THAT(err.str(), Catch::Contains("plan needs --bandwidth-gbit"));
 }
+
+TEST_CASE("cli: status shows an adaptive job's round plan, its predicted CU, re-plans and why", "[cli][replan]") {
+  longhaul::v1::JobStatus s;
+  s.set_job_id("job-000001");
+  s.set_state("running");
+  s.mutable_spec()->mutable_sync()->mutable_adaptive()->set_target_utilisation(0.6);
+  s.mutable_plan()->set_inner_steps(400);
+  s.mutable_plan()->set_codec(longhaul::v1::CODEC_INT4_BLOCK);
+  s.mutable_plan()->set_predicted_cu(0.654);
+  s.mutable_plan()->set_reason("H=200 int8 predicted at CU 40.0% misses the target 60.0%");
+  s.set_replans(3);
+  const std::string text = RenderJobStatus(s, false);
+  CHECK_THAT(text, Catch::Contains("plan H=400 int4, predicted CU 65.4% (target 60%, 3 re-plan(s)): H=200 int8 "
+                                   "predicted at CU 40.0% misses the target 60.0%"));
+  // Without sync.adaptive there is nothing to say beyond the spec.
+  s.mutable_spec()->mutable_sync()->clear_adaptive();
+  CHECK_THAT(RenderJobStatus(s, false), !Catch::Contains("plan H="));
+}

@@ -20,9 +20,9 @@ const ls::AdaptiveBounds kBounds{.target_cu = 0.6,
 ls::WanProfile Ring(double mbyte_per_s) { return {.regions = 3, .bandwidth_bps = mbyte_per_s * 8e6, .rtt_seconds = 0.04}; }
 
 longhaul::Result<ls::ReplanDecision> Replan(const ls::WanProfile& wan, const ls::AdaptiveBounds& bounds,
-                                            const ls::RoundPlanChoice& current) {
+                                            const ls::RoundPlanChoice& current, uint32_t return_streak = 0) {
   return ls::Replan(ls::AdaptivePlans(kBase, kInt8, bounds), bounds, current,
-                    ls::CuModelPredictor(kModel, wan, kBase, kInt8));
+                    ls::CuModelPredictor(kModel, wan, kBase, kInt8), return_streak);
 }
 
 double Cu(const ls::WanProfile& wan, const ls::RoundPlanChoice& p) {
@@ -76,7 +76,8 @@ TEST_CASE("replan: a slower link moves to the most synchronous plan predicted to
                             Catch::Contains(ls::PlanChoiceName(d->plan) + " is the most synchronous plan"));
 }
 
-TEST_CASE("replan: back to a more synchronous plan only with a margin above the target", "[replan]") {
+TEST_CASE("replan: back to a more synchronous plan only with a margin above the target, three re-plans in a row",
+          "[replan]") {
   const ls::RoundPlanChoice adapted{400, ls::Codec::kInt4Block};
   const ls::RoundPlanChoice spec{50, ls::Codec::kInt8Block};
   // The spec's plan on this link: above the target, but by less than the margin.
@@ -87,13 +88,31 @@ TEST_CASE("replan: back to a more synchronous plan only with a margin above the 
   auto stay = Replan(link, bounds, adapted);
   REQUIRE(stay.ok());
   CHECK(stay->plan != spec);  // the spec's plan is within 5 points of the target: not preferred yet
-  // With a lower target, the spec's plan is 5+ points above it: back to it.
+  // With a lower target, the spec's plan is 5+ points above it: back to it once
+  // the third re-plan in a row says so.
   bounds.target_cu = spec_cu - 0.06;
-  auto back = Replan(link, bounds, adapted);
+  bounds.codecs = {ls::Codec::kInt8Block};  // the spec's plan the only one above the margin
+  uint32_t streak = 0;
+  for (uint32_t i = 1; i <= 2; ++i) {
+    auto wait = Replan(link, bounds, {400, ls::Codec::kInt8Block}, streak);
+    REQUIRE(wait.ok());
+    CHECK_FALSE(wait->changed);
+    CHECK(wait->return_streak == i);
+    CHECK_THAT(wait->reason, Catch::Contains(std::to_string(i) + " of 3 re-plans in a row before going back"));
+    streak = wait->return_streak;
+  }
+  auto back = Replan(link, bounds, {400, ls::Codec::kInt8Block}, streak);
   REQUIRE(back.ok());
   CHECK(back->changed);
   CHECK(back->plan == spec);
-  CHECK_THAT(back->reason, Catch::Contains("back from H=400 int4"));
+  CHECK(back->return_streak == 0);
+  CHECK_THAT(back->reason, Catch::Contains("in 3 re-plans in a row: back from H=400 int8"));
+  // A re-plan that finds none above the margin (none is more synchronous than
+  // the spec's) starts the count again.
+  auto reset = Replan(link, bounds, spec, 2);
+  REQUIRE(reset.ok());
+  CHECK_FALSE(reset->changed);
+  CHECK(reset->return_streak == 0);
 }
 
 TEST_CASE("replan: when no plan meets the target, the one predicted highest", "[replan]") {

@@ -29,6 +29,7 @@ struct RoundPlanInputs {
   // estimates follow (an estimate moves on two busy periods far off it, reported
   // with the round after): every plan's wait is scaled by that ratio.
   double last_comm_seconds = 0;
+  uint32_t return_streak = 0;  // sync_policies::ReplanDecision's, from the last re-plan
 };
 
 inline constexpr double kUnderpredicted = 1.5;
@@ -41,7 +42,8 @@ Result<sync_policies::CuEstimate> PredictPlannedRound(const RoundShape& shape, c
 
 struct ChosenRoundPlan {
   v1::RoundPlan plan;
-  bool changed = false;  // differs from inputs.current (a re-plan)
+  bool changed = false;        // differs from inputs.current (a re-plan)
+  uint32_t return_streak = 0;  // for the next round's inputs
 };
 
 ChosenRoundPlan ChooseRoundPlan(const RoundPlanInputs& in);

@@ -9,8 +9,11 @@
 // loss than doubling H). Each is predicted with the CU model (cu_model.h).
 //
 //  - The current plan predicted at or above the target stays, unless a more
-//    synchronous plan is predicted at least `hysteresis` above the target (so
-//    noise in the measurements does not flip the plan every round).
+//    synchronous plan is predicted at least `hysteresis` above the target in
+//    `rounds_to_return` re-plans in a row (step times and links measured on a
+//    busy machine vary from round to round: a plan that went back on one good
+//    prediction flipped every round in bench_link_drop). Dropping below the
+//    target is acted on at once.
 //  - Below the target: the most synchronous plan predicted to meet it; when
 //    none does, the one predicted highest.
 #pragma once
@@ -32,6 +35,7 @@ struct AdaptiveBounds {
   uint32_t max_inner_steps = 0;    // 0: the base schedule's H only
   std::vector<Codec> codecs;       // preference order; empty: the base codec only
   double hysteresis = 0.05;        // CU points above the target to return to a more synchronous plan
+  uint32_t rounds_to_return = 3;   // re-plans in a row that must say so
 };
 
 struct RoundPlanChoice {
@@ -48,6 +52,9 @@ struct ReplanDecision {
   double current_cu = 0;    // the current plan's prediction
   bool changed = false;     // plan != current
   bool meets_target = false;
+  // Re-plans in a row so far that found a more synchronous plan above the
+  // target by the hysteresis (the next call's `return_streak`).
+  uint32_t return_streak = 0;
   std::string reason;
 };
 
@@ -67,6 +74,7 @@ PlanPredictor CuModelPredictor(const ComputeProfile& compute, const WanProfile& 
 // `plans` in order of preference (AdaptivePlans); `current` need not be one of
 // them (it is predicted all the same).
 Result<ReplanDecision> Replan(const std::vector<RoundPlanChoice>& plans, const AdaptiveBounds& bounds,
-                              const RoundPlanChoice& current, const PlanPredictor& predict);
+                              const RoundPlanChoice& current, const PlanPredictor& predict,
+                              uint32_t return_streak = 0);
 
 }  // namespace longhaul::sync_policies
