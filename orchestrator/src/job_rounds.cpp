@@ -98,6 +98,7 @@ void Orchestrator::StartAttempt(Job& job) {
     shape.step_seconds = slowest;
     shape.fastest_step_seconds = fastest;
   }
+  shape = PacedShape(shape, job.rec.spec);
   // A region's rate over whole exchanges holds their latency: it stands for an
   // unmeasured link in the job whose exchanges it timed, no other.
   LinkTable links = links_;
@@ -234,10 +235,16 @@ void Orchestrator::CommitAttempt(Job& job, const RoundDecision& d) {
     job.payload_bytes = ConvertPayloadBytes(job.rec.spec, sent * m / (2 * (m - 1)) / exchanges, a.plan.codec(),
                                             job.rec.spec.compression().codec());
   }
-  if (c.compute_seconds > 0) job.step_seconds = c.compute_seconds / steps;
+  // Per region: its compute over the steps it ran (time-budgeted rounds: its own count).
   job.region_step_seconds.clear();
-  for (const auto& [region, r] : a.reports)
-    if (r.compute_seconds() > 0) job.region_step_seconds[region] = r.compute_seconds() / steps;
+  double step_sum = 0;
+  for (const auto& [region, r] : a.reports) {
+    if (r.compute_seconds() <= 0) continue;
+    const double s = r.compute_seconds() / (r.inner_steps() > 0 ? r.inner_steps() : steps);
+    job.region_step_seconds[region] = s;
+    step_sum += s;
+  }
+  if (!job.region_step_seconds.empty()) job.step_seconds = step_sum / static_cast<double>(job.region_step_seconds.size());
   JobRecord before = job.rec;
   std::vector<JobMember> members_before = job.members;
   job.rec.last_committed_round = a.round;

@@ -189,6 +189,11 @@ Status ValidateSync(const v1::JobSpec& s) {
   if (!codec.ok())
     return Bad("compression.codec", "must be one of " + sync_policies::CodecNames(), std::to_string(c.codec()));
   LONGHAUL_RETURN_IF_ERROR(ValidateCodecOptions(c, *codec, ""));
+  // Streaming's fragments are exchanged at fixed steps of the round, which a
+  // region's own step count would move; only diloco's one exchange at the end fits.
+  if (sy.time_budgeted() && *kind != sync_policies::SyncKind::kDiLoCo)
+    return Bad("sync.time_budgeted", "applies only to sync.kind diloco (one exchange at each round's end)",
+               "sync.kind " + ShortQuote(sy.kind()));
   return sy.has_adaptive() ? ValidateAdaptive(s, *kind) : Status::Ok();
 }
 

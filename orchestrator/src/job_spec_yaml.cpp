@@ -316,6 +316,7 @@ Status ParseSync(const YAML::Node& node, std::string_view src, v1::SyncPolicy* o
   LH_FIELD(r, U32, o, fragments);
   LH_FIELD(r, U32, o, overlap_steps);
   LH_FIELD(r, F64, o, mixing_alpha);
+  LH_FIELD(r, Bool, o, time_budgeted);
   std::optional<YAML::Node> adaptive;
   LONGHAUL_RETURN_IF_ERROR(r.Sub("adaptive", &adaptive));
   LONGHAUL_RETURN_IF_ERROR(r.RejectUnknown());

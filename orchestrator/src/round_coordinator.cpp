@@ -125,6 +125,12 @@ CommittedRound SummarizeCommit(const RoundAttempt& a, const std::string& param_h
     c.comm_seconds = std::max(c.comm_seconds, r.comm_seconds());
     c.wall_seconds = std::max(c.wall_seconds, r.wall_seconds());
     c.compute_seconds += r.compute_seconds();
+    c.regions.push_back({.region = region,
+                         .inner_steps = r.inner_steps(),
+                         .tokens = r.tokens(),
+                         .compute_seconds = r.compute_seconds(),
+                         .comm_seconds = r.comm_seconds(),
+                         .wall_seconds = r.wall_seconds()});
     if (!r.checkpoint_path().empty()) c.checkpoints.emplace_back(region, r.checkpoint_path());
   }
   if (n > 0) {

@@ -37,6 +37,13 @@ uint64_t ConvertPayloadBytes(const v1::JobSpec& spec, uint64_t bytes, v1::Codec 
   return static_cast<uint64_t>(std::llround(static_cast<double>(bytes) * to_bits / from_bits));
 }
 
+RoundShape PacedShape(RoundShape measured, const v1::JobSpec& spec) {
+  if (!spec.sync().time_budgeted() || measured.fastest_step_seconds <= 0) return measured;
+  measured.step_seconds = measured.fastest_step_seconds;
+  measured.fastest_step_seconds = 0;
+  return measured;
+}
+
 RoundShape ShapeWithPlan(RoundShape shape, const v1::JobSpec& spec, const v1::RoundPlan& plan) {
   if (plan.inner_steps() == 0) return shape;
   shape.inner_steps = plan.inner_steps();
@@ -57,7 +64,10 @@ Result<sp::CuEstimate> PredictPlannedRound(const RoundShape& shape, const v1::Jo
   return e;
 }
 
-ChosenRoundPlan ChooseRoundPlan(const RoundPlanInputs& in) {
+namespace {
+
+// H and codec: the spec's, or re-planned within sync.adaptive's bounds.
+ChosenRoundPlan ChooseStepsAndCodec(const RoundPlanInputs& in) {
   const v1::JobSpec& spec = *in.spec;
   ChosenRoundPlan out;
   const v1::RoundPlan current = in.current.inner_steps() != 0 ? in.current : SpecPlan(spec);
@@ -120,6 +130,19 @@ ChosenRoundPlan ChooseRoundPlan(const RoundPlanInputs& in) {
   out.plan.set_predicted_cu(d->estimate.cu);
   out.changed = d->changed;
   out.return_streak = d->return_streak;
+  return out;
+}
+
+}  // namespace
+
+ChosenRoundPlan ChooseRoundPlan(const RoundPlanInputs& in) {
+  ChosenRoundPlan out = ChooseStepsAndCodec(in);
+  // Time-budgeted: H steps of the pace-setting (fastest) region, measured in
+  // the round before; the first round runs H everywhere.
+  if (in.spec->sync().time_budgeted() && in.shape.step_seconds > 0) {
+    out.plan.set_compute_budget_seconds(out.plan.inner_steps() * in.shape.step_seconds);
+    out.plan.set_max_inner_steps(2 * out.plan.inner_steps());
+  }
   return out;
 }
 

@@ -9,7 +9,7 @@
 namespace longhaul::orchestrator {
 namespace {
 
-constexpr int kSchemaVersion = 7;
+constexpr int kSchemaVersion = 8;
 
 // Migration i brings the schema from version i to i+1.
 const char* const kMigrations[] = {
@@ -57,6 +57,14 @@ CREATE INDEX events_by_job ON events (job_id, id);
     "ALTER TABLE jobs ADD COLUMN replans INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE rounds ADD COLUMN inner_steps INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE rounds ADD COLUMN codec INTEGER NOT NULL DEFAULT 0;",
+    // 8: each participant's figures in a committed round (time-budgeted rounds
+    // run a different number of steps in each region).
+    R"sql(
+CREATE TABLE round_regions (
+  job_id TEXT NOT NULL, round INTEGER NOT NULL, region TEXT NOT NULL, inner_steps INTEGER NOT NULL,
+  tokens INTEGER NOT NULL, compute_seconds REAL NOT NULL, comm_seconds REAL NOT NULL, wall_seconds REAL NOT NULL,
+  PRIMARY KEY (job_id, round, region));
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion);
 
@@ -267,6 +275,21 @@ Status StateStore::CommitRound(const CommittedRound& r, const JobRecord& job_aft
                                ? Status(StatusCode::kAlreadyExists, "round " + std::to_string(r.round) + " of " +
                                                                         r.job_id + " is already committed")
                                : s);
+  for (const auto& g : r.regions) {
+    Stmt q(db_,
+           "INSERT INTO round_regions (job_id, round, region, inner_steps, tokens, compute_seconds, comm_seconds, "
+           "wall_seconds) VALUES (?,?,?,?,?,?,?,?)");
+    s = q.Text(1, r.job_id)
+            .Bind(2, static_cast<int64_t>(r.round))
+            .Text(3, g.region)
+            .Bind(4, static_cast<int64_t>(g.inner_steps))
+            .Bind(5, static_cast<int64_t>(g.tokens))
+            .Bind(6, g.compute_seconds)
+            .Bind(7, g.comm_seconds)
+            .Bind(8, g.wall_seconds)
+            .Run();
+    if (!s.ok()) return fail(s);
+  }
   for (const auto& [region, path] : r.checkpoints) {
     Stmt c(db_, "INSERT OR REPLACE INTO checkpoints (job_id, round, region, path) VALUES (?,?,?,?)");
     s = c.Text(1, r.job_id).Bind(2, static_cast<int64_t>(r.round)).Text(3, region).Text(4, path).Run();
@@ -374,6 +397,19 @@ Result<std::vector<CommittedRound>> StateStore::LoadRounds(const std::string& jo
     Stmt c(db_, "SELECT region, path FROM checkpoints WHERE job_id=? AND round=? ORDER BY region");
     c.Text(1, job_id).Bind(2, static_cast<int64_t>(r.round));
     while (c.Step(&err)) r.checkpoints.emplace_back(c.Blob(0), c.Blob(1));
+    LONGHAUL_RETURN_IF_ERROR(err);
+    Stmt g(db_,
+           "SELECT region, inner_steps, tokens, compute_seconds, comm_seconds, wall_seconds FROM round_regions "
+           "WHERE job_id=? AND round=? ORDER BY region");
+    g.Text(1, job_id).Bind(2, static_cast<int64_t>(r.round));
+    while (g.Step(&err)) {
+      r.regions.push_back({.region = g.Blob(0),
+                           .inner_steps = static_cast<uint32_t>(g.Int(1)),
+                           .tokens = static_cast<uint64_t>(g.Int(2)),
+                           .compute_seconds = g.Real(3),
+                           .comm_seconds = g.Real(4),
+                           .wall_seconds = g.Real(5)});
+    }
     LONGHAUL_RETURN_IF_ERROR(err);
   }
   return rounds;

@@ -32,6 +32,7 @@ v1::RoundReport AggregateRegionReport(const std::string& region, const std::vect
     out.set_compute_seconds(std::max(out.compute_seconds(), r.compute_seconds()));
     out.set_comm_seconds(std::max(out.comm_seconds(), r.comm_seconds()));
     out.set_wall_seconds(std::max(out.wall_seconds(), r.wall_seconds()));
+    out.set_inner_steps(std::max(out.inner_steps(), r.inner_steps()));  // the same in every worker
     if (!r.ok() && ok) {
       // A worker's words: cleaned and capped; its own code's text only for the job's owner.
       ok = false;

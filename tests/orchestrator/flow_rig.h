@@ -76,7 +76,8 @@ class Rig {
     Send(identity, m);
   }
   void Report(const std::string& job, uint32_t round, uint64_t epoch, const std::string& region,
-              const std::string& identity, const std::string& hash, double compute_seconds = 0) {
+              const std::string& identity, const std::string& hash, double compute_seconds = 0,
+              uint32_t inner_steps = 0) {
     v1::ControlMessage m;
     auto* r = m.mutable_round_report();
     r->set_job_id(job);
@@ -92,6 +93,7 @@ class Rig {
     r->set_comm_seconds(0.5);
     r->set_wall_seconds(2.0);
     r->set_compute_seconds(compute_seconds);
+    r->set_inner_steps(inner_steps);
     Send(identity, m);
   }
   // region's measurement of its link to each peer.

@@ -852,3 +852,18 @@ TEST_CASE("inner.warmup_steps stays bounded by the spec's rounds x inner_steps w
              Catch::Contains("'inner.warmup_steps' must be at most the job's rounds x inner_steps (20)"));
   CHECK(ParseJobSpecYaml(WithLine(sync + "inner: {warmup_steps: 20}"), "job.yaml").ok());
 }
+
+TEST_CASE("sync.time_budgeted parses for diloco and is refused for the other kinds, naming why", "[job_spec][budget]") {
+  auto spec = ParseJobSpecYaml(WithLine("sync: {kind: diloco, inner_steps: 25, time_budgeted: true}"), "job.yaml");
+  INFO(ErrorOf(spec));
+  REQUIRE(spec.ok());
+  CHECK(spec->sync().time_budgeted());
+  CHECK_FALSE(DefaultJobSpec().sync().time_budgeted());
+  auto streaming = ParseJobSpecYaml(
+      WithLine("sync: {kind: streaming_diloco, inner_steps: 8, fragments: 2, time_budgeted: true}"), "job.yaml");
+  CHECK_THAT(ErrorOf(streaming), Catch::Contains("sync.time_budgeted") &&
+                                     Catch::Contains("applies only to sync.kind diloco") &&
+                                     Catch::Contains("streaming_diloco"));
+  auto bad = ParseJobSpecYaml(WithLine("sync: {kind: diloco, time_budgeted: sometimes}"), "job.yaml");
+  CHECK_THAT(ErrorOf(bad), Catch::Contains("sync.time_budgeted"));
+}

@@ -473,3 +473,31 @@ TEST_CASE("flow: a job without sync.adaptive runs every round with the spec's pl
   CHECK(starts["id-a"].plan().reason() == "the job spec's schedule");
   CHECK(rig.o().JobStatusOf(job).value().replans() == 0);
 }
+
+TEST_CASE("flow: a time-budgeted job gives each round the fastest region's H steps of compute and keeps each "
+          "region's steps", "[orchestrator][budget]") {
+  Rig rig("budget");
+  const std::string job = StartJob(rig, 4, [](v1::JobSpec& spec) { spec.mutable_sync()->set_time_budgeted(true); });
+  const uint32_t h = DefaultJobSpec().sync().inner_steps();
+  // Round 1 ran H everywhere (nothing measured): c took twice as long per step.
+  CHECK(rig.o().JobStatusOf(job).value().plan().compute_budget_seconds() == 0);
+  for (auto& [r, id] : kAll) rig.Report(job, 1, 1, r, id, "h1", r == "c" ? 0.1 * h : 0.05 * h, h);
+  auto starts = Starts(rig.Take());
+  REQUIRE(starts.size() == 3);
+  const v1::RoundPlan plan = starts["id-c"].plan();
+  CHECK(plan.compute_budget_seconds() == Approx(0.05 * h));  // H steps of a and b
+  CHECK(plan.max_inner_steps() == 2 * h);
+  CHECK(plan.inner_steps() == h);
+  // Round 2: c fit half the steps in the budget.
+  for (auto& [r, id] : kAll) rig.Report(job, 2, 2, r, id, "h2", 0.05 * h, r == "c" ? h / 2 : h);
+  starts = Starts(rig.Take());
+  REQUIRE(starts.size() == 3);
+  CHECK(starts["id-a"].plan().compute_budget_seconds() == Approx(0.05 * h));  // c's steps counted as its own
+  auto rounds = rig.store().LoadRounds(job).value();
+  REQUIRE(rounds.size() == 2);
+  REQUIRE(rounds[1].regions.size() == 3);
+  CHECK(rounds[1].regions[0].region == "a");
+  CHECK(rounds[1].regions[0].inner_steps == h);
+  CHECK(rounds[1].regions[2].region == "c");
+  CHECK(rounds[1].regions[2].inner_steps == h / 2);
+}

@@ -52,6 +52,10 @@ TEST_CASE("the store uses WAL and survives close and reopen", "[state_store]") {
     r.compute_seconds = 1.5;
     r.inner_steps = 100;
     r.codec = v1::CODEC_INT4_BLOCK;
+    r.regions = {{.region = "eu-west", .inner_steps = 100, .tokens = 1600, .compute_seconds = 1.5, .comm_seconds = 0.25,
+                  .wall_seconds = 2},
+                 {.region = "us-east", .inner_steps = 50, .tokens = 800, .compute_seconds = 1.5, .comm_seconds = 0.5,
+                  .wall_seconds = 2}};
     job.last_committed_round = 1;
     job.plan.set_inner_steps(100);
     job.plan.set_codec(v1::CODEC_INT4_BLOCK);
@@ -62,7 +66,7 @@ TEST_CASE("the store uses WAL and survives close and reopen", "[state_store]") {
   }
   auto store = StateStore::Open(file);
   REQUIRE(store.ok());
-  CHECK((*store)->schema_version() == 7);
+  CHECK((*store)->schema_version() == 8);
   auto job = (*store)->LoadJob(id).value();
   REQUIRE(job.has_value());
   CHECK(job->state == JobState::kRunning);
@@ -79,6 +83,11 @@ TEST_CASE("the store uses WAL and survives close and reopen", "[state_store]") {
   CHECK(rounds[0].compute_seconds == 1.5);
   CHECK(rounds[0].inner_steps == 100);
   CHECK(rounds[0].codec == v1::CODEC_INT4_BLOCK);
+  REQUIRE(rounds[0].regions.size() == 2);
+  CHECK(rounds[0].regions[1].region == "us-east");
+  CHECK(rounds[0].regions[1].inner_steps == 50);
+  CHECK(rounds[0].regions[1].tokens == 800);
+  CHECK(rounds[0].regions[1].comm_seconds == 0.5);
   CHECK(job->plan.inner_steps() == 100);
   CHECK(job->plan.codec() == v1::CODEC_INT4_BLOCK);
   CHECK(job->plan.reason() == "re-planned");
@@ -112,13 +121,13 @@ TEST_CASE("a version-1 state file is migrated and keeps its rounds", "[state_sto
                        "ALTER TABLE jobs DROP COLUMN owner_name; ALTER TABLE jobs DROP COLUMN worker_output; "
                        "ALTER TABLE jobs DROP COLUMN plan; ALTER TABLE jobs DROP COLUMN inner_steps_done; "
                        "ALTER TABLE jobs DROP COLUMN replans; ALTER TABLE rounds DROP COLUMN inner_steps; "
-                       "ALTER TABLE rounds DROP COLUMN codec; UPDATE meta SET value=1",
+                       "ALTER TABLE rounds DROP COLUMN codec; DROP TABLE round_regions; UPDATE meta SET value=1",
                        nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
   }
   auto store = StateStore::Open(file);
   REQUIRE(store.ok());
-  CHECK((*store)->schema_version() == 7);
+  CHECK((*store)->schema_version() == 8);
   const JobRecord old = *(*store)->LoadJob(id).value();
   CHECK(old.worker_output.empty());
   // Its committed round ran with the spec's H.
@@ -128,6 +137,7 @@ TEST_CASE("a version-1 state file is migrated and keeps its rounds", "[state_sto
   REQUIRE(rounds.size() == 1);
   CHECK(rounds[0].param_hash == "00ff");
   CHECK(rounds[0].compute_seconds == 0);
+  CHECK(rounds[0].regions.empty());  // no per-region figures before schema 8
 }
 
 TEST_CASE("a round is never committed twice", "[state_store]") {

@@ -455,3 +455,71 @@ TEST_CASE("region_agent: a round plan the schedule cannot run fails the round's 
   REQUIRE(r.ok());
   CHECK(r->tokens == 12 * 8);
 }
+
+TEST_CASE("region_agent: a time-budgeted round runs the steps that fit each region, and averages by tokens",
+          "[replica][budget]") {
+  // Plain averaging (sgd, lr 1, fp32): theta(t) is then the tokens-weighted mean
+  // of the regions' local parameters at their rounds' ends.
+  std::vector<std::unique_ptr<SimRegion>> regions;
+  for (uint32_t i = 0; i < 3; ++i) {
+    regions.push_back(std::make_unique<SimRegion>(i, 3, ls::SyncKind::kDiLoCo, 10));
+    regions[i]->options.outer = {.name = "sgd", .lr = 1.0f, .momentum = 0.0f};
+    regions[i]->options.compression.codec = ls::Codec::kFp32;
+    regions[i]->Rebuild();
+  }
+  // Region 2 steps twice as slowly; the budget is 10 steps of the others.
+  const double step[3] = {0.01, 0.01, 0.02};
+  ls::InProcessGroup wan(3);
+  std::vector<longhaul::Result<lw::RoundResult>> results(3, longhaul::Internal("not run"));
+  std::vector<std::vector<float>> final_local(3);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back([&, i] {
+      SimRegion& r = *regions[i];
+      lw::RoundInputs in;
+      in.round = 1;
+      in.epoch = 1;
+      in.compute_budget_seconds = 0.1;
+      in.max_inner_steps = 20;
+      results[i] = [&]() -> longhaul::Result<lw::RoundResult> {
+        LONGHAUL_RETURN_IF_ERROR(r.replica->BeginRound(in, &wan.link(i)));
+        for (;;) {
+          LONGHAUL_ASSIGN_OR_RETURN(float loss, r.trainer->ComputeGradients());
+          r.trainer->ApplyGradients();
+          auto params = r.trainer->model().params();
+          final_local[i].assign(params.begin(), params.end());
+          LONGHAUL_ASSIGN_OR_RETURN(bool last, r.replica->AfterInnerStep(loss, 8, step[i]));
+          if (last) break;
+        }
+        return r.replica->EndRound();
+      }();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& r : results) REQUIRE(r.ok());
+  CHECK(results[0]->inner_steps == 10);
+  CHECK(results[1]->inner_steps == 10);
+  CHECK(results[2]->inner_steps == 5);
+  CHECK(results[2]->tokens == 5 * 8);
+  CHECK(results[1]->param_hash == results[0]->param_hash);
+  CHECK(results[2]->param_hash == results[0]->param_hash);
+  // theta(1) = (10 local_0 + 10 local_1 + 5 local_2) / 25, up to fp32 rounding.
+  const auto theta = regions[0]->replica->theta();
+  double worst = 0;
+  for (size_t k = 0; k < theta.size(); ++k) {
+    const double want = (10.0 * final_local[0][k] + 10.0 * final_local[1][k] + 5.0 * final_local[2][k]) / 25.0;
+    worst = std::max(worst, std::abs(theta[k] - want));
+  }
+  CHECK(worst < 1e-5);
+}
+
+TEST_CASE("region_agent: a time-budgeted round is refused for a kind that exchanges mid-round", "[replica][budget]") {
+  SimRegion region(0, 1, ls::SyncKind::kStreamingDiLoCo, 6);
+  ls::InProcessGroup wan(1);
+  lw::RoundInputs in;
+  in.round = 1;
+  in.compute_budget_seconds = 1;
+  const auto started = region.replica->BeginRound(in, &wan.link(0));
+  CHECK_THAT(started.message(), Catch::Contains("time-budgeted round needs kind diloco"));
+  CHECK_FALSE(region.replica->in_round());
+}

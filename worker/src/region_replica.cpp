@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "longhaul/common/checksum.h"
 #include "longhaul/sync_policies/cross_region.h"
@@ -71,6 +72,7 @@ Result<std::unique_ptr<RegionReplica>> RegionReplica::Create(ReplicaOptions opti
   }
   r->feedback_.resize(r->layout_.fragments());
   LONGHAUL_RETURN_IF_ERROR(r->UseInnerSteps(r->options_.schedule.inner_steps));
+  r->last_round_steps_ = r->options_.schedule.inner_steps;
   return r;
 }
 
@@ -225,6 +227,7 @@ Status RegionReplica::StartFragmentSync(uint32_t f, sync_policies::CollectiveLin
   LONGHAUL_ASSIGN_OR_RETURN(bool all_guarded, AllRanksOk(group_, guard.ok()));
   if (!guard.ok()) return guard;
   if (!all_guarded) return Aborted("another worker of region " + options_.region + " rejected its pseudo-gradient");
+  if (round_ && round_->budget > 0) LONGHAUL_RETURN_IF_ERROR(WeightByTokens(*round_, link, flight.delta));
   in_flight_ = std::move(flight);
   InFlight* job = &*in_flight_;
   const Deadline deadline = DeadlineAfter(options_.collective_timeout);
@@ -232,6 +235,24 @@ Status RegionReplica::StartFragmentSync(uint32_t f, sync_policies::CollectiveLin
     return sync_policies::AllReduceMean(link, job->delta, compression, deadline, &job->stats,
                                         &feedback_[job->fragment]);
   });
+  return Status::Ok();
+}
+
+Status RegionReplica::WeightByTokens(Round& r, sync_policies::CollectiveLink& link, std::span<float> delta) {
+  // The mean of the regions' token counts (this worker's count is its region's
+  // per worker: every worker of a region runs the same steps on equal batches).
+  // The all-reduce leaves the same bytes everywhere, so every region divides by
+  // the same mean: the mean of the weighted deltas is sum(tokens x delta) /
+  // sum(tokens), identical in every replica.
+  std::vector<float> mean = {static_cast<float>(r.result.tokens)};
+  const auto t0 = SteadyClock::now();
+  const Status reduce = sync_policies::AllReduceMean(link, mean, {.codec = sync_policies::Codec::kFp32},
+                                                     DeadlineAfter(options_.collective_timeout));
+  r.result.comm_seconds += SecondsSince(t0);
+  LONGHAUL_RETURN_IF_ERROR(reduce.WithContext("cross-region mean of the round's tokens"));
+  if (!(mean[0] > 0)) return Internal("the regions' mean token count is " + std::to_string(mean[0]));
+  const float weight = static_cast<float>(r.result.tokens) / mean[0];
+  for (float& x : delta) x *= weight;
   return Status::Ok();
 }
 
@@ -331,7 +352,15 @@ Status RegionReplica::BeginRound(const RoundInputs& in, sync_policies::Collectiv
     return InvalidArgument("round of kind " + std::string(kind.name) + " needs a cross-region link");
   // The round's plan: checked before anything changes, so a bad one fails the
   // round's start and leaves the replica as it was.
-  const uint32_t steps = in.inner_steps != 0 ? in.inner_steps : options_.schedule.inner_steps;
+  uint32_t steps = in.inner_steps != 0 ? in.inner_steps : options_.schedule.inner_steps;
+  if (in.compute_budget_seconds > 0) {
+    if (schedule_->traits().kind != sync_policies::SyncKind::kDiLoCo)
+      return InvalidArgument("round plan: a time-budgeted round needs kind diloco, the job runs " +
+                             std::string(schedule_->traits().name));
+    if (!std::isfinite(in.compute_budget_seconds))
+      return InvalidArgument("round plan: compute budget is not finite");
+    steps = std::max(steps, in.max_inner_steps);
+  }
   sync_policies::CompressionOptions compression = options_.compression;
   if (in.codec) compression.codec = *in.codec;
   LONGHAUL_RETURN_IF_ERROR(compression.Validate().WithContext("round plan"));
@@ -340,6 +369,7 @@ Status RegionReplica::BeginRound(const RoundInputs& in, sync_policies::Collectiv
   r.start = SteadyClock::now();
   r.inputs = in;
   r.steps = steps;
+  r.budget = in.compute_budget_seconds;
   r.compression = compression;
   r.link = link;
   r.before = Snapshot();
@@ -379,18 +409,33 @@ Status RegionReplica::RunActions(uint32_t step) {
 Result<bool> RegionReplica::AfterInnerStep(float loss, uint64_t tokens, double compute_seconds) {
   if (!round_) return FailedPrecondition("inner step outside a round");
   Round& r = *round_;
-  if (r.step >= r.steps) return FailedPrecondition("inner step past the round's last step");
+  if (r.ended || r.step >= r.steps) return FailedPrecondition("inner step past the round's last step");
   ++r.step;
   r.loss_sum += loss;
   r.result.tokens += tokens;
   r.result.compute_seconds += compute_seconds;
-  if (actions_[r.step].empty()) return r.step == r.steps;
-  Status s = RunActions(r.step);
-  if (!s.ok()) {
-    AbandonRound();
-    return s.WithContext("inner step " + std::to_string(r.step));
+  r.ended = r.step == r.steps;
+  if (!r.ended && r.budget > 0) {
+    // Within half a mean step of the budget: this step was the round's last.
+    // The region's workers agree, so they run the same steps.
+    const double mean = r.result.compute_seconds / r.step;
+    auto go_on = AllRanksOk(group_, r.result.compute_seconds + mean / 2 < r.budget);
+    if (!go_on.ok()) {
+      AbandonRound();
+      return go_on.status().WithContext("inner step " + std::to_string(r.step) + ": agreeing on the round's end");
+    }
+    r.ended = !*go_on;
   }
-  return r.step == r.steps;
+  // The schedule's last step's actions (the exchange) run at the round's last step.
+  const auto& actions = actions_[r.ended ? r.steps : r.step];
+  if (actions.empty()) return r.ended;
+  Status s = RunActions(r.ended ? r.steps : r.step);
+  if (!s.ok()) {
+    const uint32_t step = r.step;
+    AbandonRound();
+    return s.WithContext("inner step " + std::to_string(step));
+  }
+  return r.ended;
 }
 
 void RegionReplica::AbandonRound() {
@@ -402,7 +447,7 @@ void RegionReplica::AbandonRound() {
 
 Result<RoundResult> RegionReplica::EndRound(const ValidationFn& validation) {
   if (!round_) return FailedPrecondition("no round to end");
-  if (round_->step != round_->steps) {
+  if (!round_->ended) {
     return FailedPrecondition("round ended after " + std::to_string(round_->step) + " of " +
                               std::to_string(round_->steps) + " inner steps");
   }
@@ -427,6 +472,7 @@ Result<RoundResult> RegionReplica::EndRound(const ValidationFn& validation) {
   // local: each region keeps its own; sync: every region took the same steps.
   if (schedule_->traits().theta_is_local) std::copy(local_.begin(), local_.end(), theta_.begin());
   RoundResult result = r.result;
+  result.inner_steps = last_round_steps_ = r.step;
   result.loss = r.step > 0 ? r.loss_sum / r.step : 0.0;
   result.param_hash = ParameterHash(theta_);
   if (validation) {

@@ -234,6 +234,8 @@ Status Session::BeginRound(const v1::RoundCommand& cmd, bool* joined) {
     if (!codec.ok()) return codec.status().WithContext("round plan");
     in.inner_steps = plan.inner_steps();
     in.codec = *codec;
+    in.compute_budget_seconds = plan.compute_budget_seconds();
+    in.max_inner_steps = plan.max_inner_steps();
     in.first_step = round_first_step_ = plan.first_step();
   }
   int my_rank = -1;
@@ -328,6 +330,7 @@ void Session::SendReport(const v1::RoundCommand& cmd, const Result<worker::Round
   report->set_compute_seconds(r.compute_seconds);
   report->set_comm_seconds(r.comm_seconds);
   report->set_wall_seconds(r.wall_seconds);
+  report->set_inner_steps(r.inner_steps);
   if (!checkpoint_path.empty()) report->set_checkpoint_path(checkpoint_path);
   std::cerr << "round " << cmd.round() << " epoch " << cmd.epoch() << ": hash " << r.param_hash << " loss " << r.loss
             << " val " << r.val_loss << "\n";

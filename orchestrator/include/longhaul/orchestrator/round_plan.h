@@ -52,6 +52,11 @@ ChosenRoundPlan ChooseRoundPlan(const RoundPlanInputs& in);
 // block size and top-k fraction); `bytes` itself when either is unknown.
 uint64_t ConvertPayloadBytes(const v1::JobSpec& spec, uint64_t bytes, v1::Codec from, v1::Codec to);
 
+// sync.time_budgeted: a round's compute is H steps of the fastest participant
+// for every region (a slower one runs fewer steps), so the fastest sets the pace
+// and nobody waits for another's steps. Other jobs: the shape as measured.
+RoundShape PacedShape(RoundShape measured, const v1::JobSpec& spec);
+
 // The shape of a round run with `plan` (its H; the payload in its codec).
 RoundShape ShapeWithPlan(RoundShape shape, const v1::JobSpec& spec, const v1::RoundPlan& plan);
 

@@ -1,7 +1,7 @@
 // StateStore: the orchestrator's durable state in one SQLite file (WAL mode).
 //
-// Tables: jobs, job_regions, rounds (committed only), checkpoints, regions,
-// events, and meta (schema version; migrations run on open). Every state change
+// Tables: jobs, job_regions, rounds (committed only) with round_regions (each
+// participant's figures), checkpoints, regions, events, and meta (schema version; migrations run on open). Every state change
 // is one transaction, so a SIGKILL leaves either the old or the new state. A
 // committed round is a row keyed by (job, round): committing it twice fails
 // instead of applying it twice. Single-threaded: owned by the control loop.
@@ -57,6 +57,14 @@ struct JobRecord {
   uint32_t replans = 0;           // times re-planning changed the plan
 };
 
+// One participant's figures in a committed round (its RoundReport).
+struct RegionRoundStats {
+  std::string region;
+  uint32_t inner_steps = 0;  // 0 = not reported (an agent from before time-budgeted rounds)
+  uint64_t tokens = 0;
+  double compute_seconds = 0, comm_seconds = 0, wall_seconds = 0;
+};
+
 struct CommittedRound {
   std::string job_id;
   uint32_t round = 0;
@@ -69,6 +77,7 @@ struct CommittedRound {
   double compute_seconds = 0;  // mean over participants of the trainer's compute time
   uint32_t inner_steps = 0;    // the round's plan: H (0 = a round from before plans were kept)
   v1::Codec codec = v1::CODEC_UNSPECIFIED;  // and codec
+  std::vector<RegionRoundStats> regions;    // by region name (empty for rounds from before schema 8)
   double committed_at = 0;
   std::vector<std::pair<std::string, std::string>> checkpoints;  // (region, path)
 };

@@ -123,6 +123,13 @@ struct RoundInputs {
   // stay the job's; a streaming H must stay a multiple of the fragments.
   uint32_t inner_steps = 0;
   std::optional<sync_policies::Codec> codec;
+  // Time-budgeted round (kind diloco): the round ends after the inner step at
+  // which this worker's compute is within half a step of the budget (every
+  // worker of the region ends at the same step: they agree after each step), or
+  // after max_inner_steps (0: inner_steps). The pseudo-gradient is then weighted
+  // by the region's tokens over the mean over the regions (exchanged first).
+  double compute_budget_seconds = 0;
+  uint32_t max_inner_steps = 0;
   // Job-wide inner steps before this round (a rejoining trainer resumes its
   // schedule there); unset: (round - 1) x the job's H.
   std::optional<uint64_t> first_step;
@@ -133,6 +140,7 @@ struct RoundResult {
   double loss = 0;          // mean training loss of the round's inner steps
   double val_loss = 0;      // from the validation callback (0 without one)
   uint64_t tokens = 0;      // examples this worker trained on
+  uint32_t inner_steps = 0; // steps the round ran
   uint64_t wan_bytes_sent = 0;
   double compute_seconds = 0, comm_seconds = 0, wall_seconds = 0;
 };
@@ -152,7 +160,9 @@ class RegionReplica {
   Status BeginRound(const RoundInputs& inputs, sync_policies::CollectiveLink* link);
   bool in_round() const { return round_.has_value(); }
   // Inner step s (1..H) is done: records its figures and runs the schedule's
-  // actions for it. True when s was the round's last step (call EndRound).
+  // actions for it. True when s was the round's last step (call EndRound): H,
+  // or in a time-budgeted round the step that used up the budget (the last
+  // step's actions run then).
   Result<bool> AfterInnerStep(float loss, uint64_t tokens, double compute_seconds);
   // Kind sync, between backward and the optimizer step of every inner step:
   // replaces `grad` (the region's mean gradient, the same in each of its
@@ -165,8 +175,9 @@ class RegionReplica {
   Result<RoundResult> EndRound(const ValidationFn& validation = {});
   // Ends the current round without a result (restores the round's start).
   void AbandonRound();
-  // The round's inner steps (between rounds: the last round's).
-  uint32_t inner_steps() const { return round_ ? round_->steps : actions_steps_; }
+  // The round's inner steps (time-budgeted: the most it may run; between
+  // rounds: the steps the last round ran).
+  uint32_t inner_steps() const { return round_ ? round_->steps : last_round_steps_; }
   uint32_t step_in_round() const { return round_ ? round_->step : 0; }
 
   // A whole round in one call: BeginRound, H x (inner_step(), AfterInnerStep),
@@ -215,7 +226,9 @@ class RegionReplica {
   };
   struct Round {
     RoundInputs inputs;
-    uint32_t steps = 0;                             // H of this round
+    uint32_t steps = 0;                             // H of this round (time-budgeted: the most it may run)
+    double budget = 0;                              // compute seconds of a time-budgeted round (0: none)
+    bool ended = false;                             // the last step is done
     sync_policies::CompressionOptions compression;  // its codec
     sync_policies::CollectiveLink* link = nullptr;
     Saved before;
@@ -238,6 +251,9 @@ class RegionReplica {
   // Send step: guard fragment f of (theta - local), start its cross-region
   // AllReduceMean on a background thread.
   Status StartFragmentSync(uint32_t f, sync_policies::CollectiveLink& link);
+  // Time-budgeted round: scales `delta` by the region's tokens over the
+  // regions' mean (an all-reduce of the counts over `link`).
+  Status WeightByTokens(Round& r, sync_policies::CollectiveLink& link, std::span<float> delta);
   // Apply step: wait for the all-reduce, outer step, gather; writes theta's
   // fragment and the (mixed) local fragment. Time spent waiting is comm time.
   Status FinishFragmentSync(RoundResult& result, double alpha);
@@ -263,6 +279,7 @@ class RegionReplica {
   std::unique_ptr<sync_policies::SyncSchedule> schedule_;
   std::vector<std::vector<sync_policies::SyncAction>> actions_;  // by step 1..H (index 0 unused)
   uint32_t actions_steps_ = 0;                       // the H schedule_ and actions_ are for
+  uint32_t last_round_steps_ = 0;                    // steps the last ended round ran
   ShardLayout layout_;
   std::vector<float> theta_;                         // global parameters
   std::vector<std::unique_ptr<sync_policies::OuterOptimizer>> outer_;  // one per fragment
