@@ -59,6 +59,20 @@ Status CheckWritable(const fs::path& parent) {
   return Status::Ok();
 }
 
+// Kills what is left in `dir` and removes it (bounded: 2 s).
+Status RemoveStale(const fs::path& dir) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (;;) {
+    std::ifstream in(dir / "cgroup.procs");
+    pid_t p = 0;
+    while (in >> p) ::kill(p, SIGKILL);
+    if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return Status::Ok();
+    if (errno != EBUSY || std::chrono::steady_clock::now() > until)
+      return Unavailable("cannot remove the stale cgroup " + dir.string() + ": " + Errno());
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 }  // namespace
 
 Result<CgroupRoot> CgroupRoot::Find(const fs::path& mount, const fs::path& self_cgroup) {
@@ -102,7 +116,13 @@ Result<std::unique_ptr<LaunchCgroup>> LaunchCgroup::Create(const CgroupRoot& roo
   cg->unified_ = root.unified();
   for (const auto& parent : root.parents()) {
     const fs::path dir = parent / name;
-    if (::mkdir(dir.c_str(), 0755) != 0) return Unavailable("cannot create cgroup " + dir.string() + ": " + Errno());
+    if (::mkdir(dir.c_str(), 0755) != 0) {
+      if (errno != EEXIST) return Unavailable("cannot create cgroup " + dir.string() + ": " + Errno());
+      // Left by an agent that died without removing it (what is in it is an
+      // orphan of the same job's launch): emptied, removed and made afresh.
+      LONGHAUL_RETURN_IF_ERROR(RemoveStale(dir));
+      if (::mkdir(dir.c_str(), 0755) != 0) return Unavailable("cannot create cgroup " + dir.string() + ": " + Errno());
+    }
     cg->dirs_.push_back(dir);  // removed by the destructor from here on
   }
   auto set = [&](const std::string& file, uint64_t value) -> Status {

@@ -624,7 +624,13 @@ TEST_CASE("region_agent: agent with --run-as and limits runs a job's program as 
     max >> v;
     CHECK(v == "64");
   }
-  const auto workers = ChildrenNamed(agent.pid(), "sleep");
+  // The program's last act, `exec sleep 300`, comes after it wrote bg.pid:
+  // wait (bounded) for the worker to be that sleep.
+  auto workers = ChildrenNamed(agent.pid(), "sleep");
+  while (workers.empty() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(20ms);
+    workers = ChildrenNamed(agent.pid(), "sleep");
+  }
   REQUIRE(workers.size() == 1);
   std::ifstream status("/proc/" + std::to_string(workers[0]) + "/status");
   const std::string status_text((std::istreambuf_iterator<char>(status)), std::istreambuf_iterator<char>());

@@ -301,3 +301,28 @@ TEST_CASE("region_agent: a worker's log that is a hard link elsewhere is neither
   CHECK_THAT(child.status().message(), Catch::Contains("not a regular file of the agent's with a single name"));
   CHECK(Slurp(tmp.path() / "secret") == "not for the job\n");
 }
+
+TEST_CASE("region_agent: a launch cgroup left by an agent that died is emptied and made afresh", "[run_as][cgroup]") {
+  auto root = TestCgroupRoot();
+  if (!root) return;
+  const std::string name = "longhaul-test-" + std::to_string(::getpid()) + "-stale";
+  // What a SIGKILLed agent leaves: the cgroup, with its launch's process still in it.
+  auto dead = LaunchCgroup::Create(*root, name, {0, 16});
+  REQUIRE(dead.ok());
+  SpawnOptions o;
+  o.program = "/bin/sh";
+  o.args = {"-c", "exec sleep 300"};
+  o.cgroup_procs_fds = (*dead)->procs_fds();
+  auto orphan = ChildProcess::Spawn(o);
+  REQUIRE(orphan.ok());
+  const auto dirs = (*dead)->dirs();
+  // The next launch of that name (while `dead` is not destroyed, as if its
+  // agent had died) kills what is left and starts empty.
+  auto fresh = LaunchCgroup::Create(*root, name, {0, 16});
+  REQUIRE(fresh.ok());
+  CHECK((*fresh)->Pids().empty());
+  CHECK(WaitDead(orphan->pid(), 10s));
+  fresh->reset();
+  for (const auto& d : dirs) CHECK_FALSE(std::filesystem::exists(d));
+  dead->reset();  // its folders are gone already
+}

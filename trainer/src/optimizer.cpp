@@ -5,9 +5,7 @@
 #include <numbers>
 #include <string>
 
-#if defined(__SSE2__)
-#include <immintrin.h>
-#endif
+#include "flush_subnormals.h"
 
 namespace longhaul::trainer {
 namespace {
@@ -15,25 +13,6 @@ Status Bad(const char* field, double value, const char* rule) {
   return InvalidArgument("adamw options: field '" + std::string(field) + "' " + rule + ", got " +
                          std::to_string(value));
 }
-// Flushes subnormal results and inputs to zero on this thread while in scope
-// (x86: MXCSR's FTZ and DAZ bits), restoring the caller's mode after. AdamW's
-// second moment is g^2: gradients under ~1e-19 make it subnormal, and x86
-// arithmetic on subnormals takes ~100x longer. Seen in bench_link_drop: past
-// ~600 steps of a small-preset DiLoCo job AdamW::Step took 82% of the worker's
-// time and a step 57 ms instead of 7. Every region flushes alike, so replicas
-// stay bitwise identical.
-class FlushSubnormals {
- public:
-#if defined(__SSE2__)
-  FlushSubnormals() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | kFtz | kDaz); }
-  ~FlushSubnormals() { _mm_setcsr(saved_); }
-
- private:
-  static constexpr unsigned kFtz = 0x8000, kDaz = 0x0040;
-  unsigned saved_;
-#endif
-};
-
 }  // namespace
 
 Status AdamWOptions::Validate() const {

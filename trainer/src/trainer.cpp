@@ -5,6 +5,8 @@
 #include <exception>
 #include <string>
 
+#include "flush_subnormals.h"
+
 namespace longhaul::trainer {
 
 Status TrainerOptions::Validate() const {
@@ -33,6 +35,7 @@ Result<float> InnerTrainer::Step() {
 }
 
 Result<float> InnerTrainer::ComputeGradients() {
+  const FlushSubnormals flush;
   const Batch batch = data_.NextTrain(options_.batch_size, options_.model.context);
   const size_t n = model_.num_params();
   try {
@@ -50,6 +53,7 @@ Result<float> InnerTrainer::ComputeGradients() {
 void InnerTrainer::ApplyGradients() { optimizer_.Step(model_.params(), gradient()); }
 
 float InnerTrainer::ValidationLoss(std::span<const float> params, int batches) {
+  const FlushSubnormals flush;
   double total = 0;
   for (int i = 0; i < batches; ++i)
     total += model_.LossWith(params, data_.Validation(options_.batch_size, options_.model.context, i));
