@@ -46,6 +46,7 @@ struct Options {
   std::string mode = "both";  // fixed | adaptive | both
   double target = 0.6;
   uint32_t max_inner_steps = 400;
+  uint32_t max_overlap_steps = 0;
   std::vector<std::string> codecs = {"int8", "int4"};
   int job_timeout_s = 1200;
 };
@@ -117,6 +118,7 @@ Result<JobRun> RunJob(orch::LocalCluster& cluster, const Options& o, const std::
     auto* a = spec.mutable_sync()->mutable_adaptive();
     a->set_target_utilisation(o.target);
     a->set_max_inner_steps(o.max_inner_steps);
+    if (streaming) a->set_max_overlap_steps(o.max_overlap_steps);
     for (const auto& name : o.codecs) {
       LONGHAUL_ASSIGN_OR_RETURN(v1::Codec codec, proto::CodecFromName(name));
       a->add_codecs(codec);
@@ -152,8 +154,9 @@ void PrintRounds(const JobRun& run, uint32_t drop_after) {
   std::printf("| round | plan | compute | wall | comm (longest wait) | predicted comm | CU | val loss |\n"
               "|---|---|---|---|---|---|---|---|\n");
   for (const auto& r : run.rounds) {
-    std::printf("| %u%s | H=%u %s | %.2f s | %.2f s | %.2f s | %.2f s | %.1f%% | %.4f |\n", r.round,
+    std::printf("| %u%s | H=%u%s %s | %.2f s | %.2f s | %.2f s | %.2f s | %.1f%% | %.4f |\n", r.round,
                 r.round == drop_after + 1 ? " (dropped)" : "", r.inner_steps,
+                r.overlap_steps > 0 ? (" tau=" + std::to_string(r.overlap_steps)).c_str() : "",
                 std::string(proto::CodecName(r.codec)).c_str(), r.compute_seconds, r.wall_seconds, r.comm_seconds,
                 r.predicted_comm_seconds, r.wall_seconds > 0 ? 100 * r.compute_seconds / r.wall_seconds : 0.0,
                 r.val_loss);
@@ -179,6 +182,7 @@ int main(int argc, char** argv) {
   app.add_option("--target", o.target, "adaptive: sync.adaptive.target_utilisation")->check(CLI::Range(0.01, 1.0));
   app.add_option("--max-inner-steps", o.max_inner_steps, "adaptive: sync.adaptive.max_inner_steps");
   app.add_option("--codecs", o.codecs, "adaptive: sync.adaptive.codecs, most preferred first");
+  app.add_option("--max-overlap-steps", o.max_overlap_steps, "adaptive, streaming_diloco: sync.adaptive.max_overlap_steps");
   app.add_option("--job-timeout-s", o.job_timeout_s, "give up on a job after this long");
   CLI11_PARSE(app, argc, argv);
   if (o.drop_after + 3 > o.rounds) {

@@ -224,6 +224,7 @@ void Orchestrator::CommitAttempt(Job& job, const RoundDecision& d) {
   const uint32_t m = static_cast<uint32_t>(a.participants.size());
   c.inner_steps = a.plan.inner_steps();
   c.codec = a.plan.codec();
+  c.overlap_steps = a.plan.overlap_steps();
   const uint32_t steps = std::max(1u, a.plan.inner_steps());
   if (job.payload_bytes == 0 && m > 1) {
     uint64_t sent = 0;

@@ -144,6 +144,13 @@ Status ValidateAdaptive(const v1::JobSpec& s, sync_policies::SyncKind kind) {
                "must be 0 (H stays the spec's) or in inner_steps..1000000 (" + std::to_string(sy.inner_steps()) +
                    "..1000000)",
                std::to_string(h_max));
+  if (a.max_overlap_steps() != 0 && !traits.streams_fragments)
+    return Bad("sync.adaptive.max_overlap_steps", "must be 0 for " + sy.kind() + " (only streaming_diloco overlaps)",
+               std::to_string(a.max_overlap_steps()));
+  if (a.max_overlap_steps() != 0 && a.max_overlap_steps() < sy.overlap_steps())
+    return Bad("sync.adaptive.max_overlap_steps",
+               "must be 0 (tau stays the spec's) or at least overlap_steps (" + std::to_string(sy.overlap_steps()) + ")",
+               std::to_string(a.max_overlap_steps()));
   if (traits.streams_fragments && h_max % sy.fragments() != 0)
     return Bad("sync.adaptive.max_inner_steps",
                "must be a multiple of sync.fragments (" + std::to_string(sy.fragments()) + ") for " + sy.kind(),

@@ -299,6 +299,7 @@ Status ParseAdaptive(const YAML::Node& node, std::string_view src, v1::AdaptiveS
   LONGHAUL_RETURN_IF_ERROR(r.Check());
   LH_FIELD(r, F64, a, target_utilisation);
   LH_FIELD(r, U32, a, max_inner_steps);
+  LH_FIELD(r, U32, a, max_overlap_steps);
   std::optional<YAML::Node> codecs;
   r.Any("codecs", &codecs);
   LONGHAUL_RETURN_IF_ERROR(r.RejectUnknown());

@@ -26,6 +26,7 @@ v1::RoundPlan SpecPlan(const v1::JobSpec& spec) {
   v1::RoundPlan p;
   p.set_inner_steps(spec.sync().inner_steps());
   p.set_codec(spec.compression().codec());
+  p.set_overlap_steps(spec.sync().overlap_steps());
   return p;
 }
 
@@ -47,6 +48,7 @@ RoundShape PacedShape(RoundShape measured, const v1::JobSpec& spec) {
 RoundShape ShapeWithPlan(RoundShape shape, const v1::JobSpec& spec, const v1::RoundPlan& plan) {
   if (plan.inner_steps() == 0) return shape;
   shape.inner_steps = plan.inner_steps();
+  shape.overlap_steps = plan.overlap_steps();
   shape.payload_bytes = ConvertPayloadBytes(spec, shape.payload_bytes, spec.compression().codec(), plan.codec());
   return shape;
 }
@@ -86,11 +88,13 @@ ChosenRoundPlan ChooseStepsAndCodec(const RoundPlanInputs& in) {
     return out;
   }
   if (!in.wan || in.shape.step_seconds <= 0 || in.shape.payload_bytes == 0) {
-    out.plan.set_reason("keeps " + sp::PlanChoiceName({current.inner_steps(), *current_codec}) +
+    out.plan.set_reason("keeps " + sp::PlanChoiceName({current.inner_steps(), *current_codec, current.overlap_steps()}) +
                         ": no measured links and step times to re-plan from yet");
     return out;
   }
-  sp::AdaptiveBounds bounds{.target_cu = adaptive.target_utilisation(), .max_inner_steps = adaptive.max_inner_steps()};
+  sp::AdaptiveBounds bounds{.target_cu = adaptive.target_utilisation(),
+                            .max_inner_steps = adaptive.max_inner_steps(),
+                            .max_overlap_steps = adaptive.max_overlap_steps()};
   for (int i = 0; i < adaptive.codecs_size(); ++i) {
     auto c = proto::CodecFromWire(adaptive.codecs(i));
     if (c.ok()) bounds.codecs.push_back(*c);
@@ -108,11 +112,12 @@ ChosenRoundPlan ChooseStepsAndCodec(const RoundPlanInputs& in) {
     calibration = text;
   }
   const auto plans = sp::AdaptivePlans(PlanScheduleOf(in.shape, 8), *compression, bounds);
-  auto d = sp::Replan(plans, bounds, {current.inner_steps(), *current_codec},
+  auto d = sp::Replan(plans, bounds, {current.inner_steps(), *current_codec, current.overlap_steps()},
                       [&](const sp::RoundPlanChoice& p) -> Result<sp::CuEstimate> {
                         v1::RoundPlan plan;
                         plan.set_inner_steps(p.inner_steps);
                         plan.set_codec(proto::CodecToWire(p.codec));
+                        plan.set_overlap_steps(p.overlap_steps);
                         LONGHAUL_ASSIGN_OR_RETURN(sp::CuEstimate e, PredictPlannedRound(in.shape, spec, *in.wan, plan));
                         e.stall_seconds *= scale;
                         e.round_seconds = e.compute_seconds + e.stall_seconds;
@@ -126,6 +131,7 @@ ChosenRoundPlan ChooseStepsAndCodec(const RoundPlanInputs& in) {
   }
   out.plan.set_inner_steps(d->plan.inner_steps);
   out.plan.set_codec(proto::CodecToWire(d->plan.codec));
+  out.plan.set_overlap_steps(d->plan.overlap_steps);
   out.plan.set_reason(d->reason + calibration);
   out.plan.set_predicted_cu(d->estimate.cu);
   out.changed = d->changed;

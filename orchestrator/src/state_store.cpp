@@ -58,8 +58,9 @@ CREATE INDEX events_by_job ON events (job_id, id);
     "ALTER TABLE rounds ADD COLUMN inner_steps INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE rounds ADD COLUMN codec INTEGER NOT NULL DEFAULT 0;",
     // 8: each participant's figures in a committed round (time-budgeted rounds
-    // run a different number of steps in each region).
+    // run a different number of steps in each region), and each round's overlap.
     R"sql(
+ALTER TABLE rounds ADD COLUMN overlap_steps INTEGER NOT NULL DEFAULT 0;
 CREATE TABLE round_regions (
   job_id TEXT NOT NULL, round INTEGER NOT NULL, region TEXT NOT NULL, inner_steps INTEGER NOT NULL,
   tokens INTEGER NOT NULL, compute_seconds REAL NOT NULL, comm_seconds REAL NOT NULL, wall_seconds REAL NOT NULL,
@@ -252,8 +253,8 @@ Status StateStore::CommitRound(const CommittedRound& r, const JobRecord& job_aft
   auto fail = [&](Status s) { return Rollback(std::move(s)); };
   Stmt ins(db_,
            "INSERT INTO rounds (job_id, round, epoch, param_hash, participants, loss, val_loss, tokens, wan_bytes, "
-           "comm_seconds, predicted_comm_seconds, wall_seconds, committed_at, compute_seconds, inner_steps, codec) "
-           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+           "comm_seconds, predicted_comm_seconds, wall_seconds, committed_at, compute_seconds, inner_steps, codec, "
+           "overlap_steps) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   Status s = ins.Text(1, r.job_id)
                  .Bind(2, static_cast<int64_t>(r.round))
                  .Bind(3, static_cast<int64_t>(r.epoch))
@@ -270,6 +271,7 @@ Status StateStore::CommitRound(const CommittedRound& r, const JobRecord& job_aft
                  .Bind(14, r.compute_seconds)
                  .Bind(15, static_cast<int64_t>(r.inner_steps))
                  .Bind(16, static_cast<int64_t>(r.codec))
+                 .Bind(17, static_cast<int64_t>(r.overlap_steps))
                  .Run();
   if (!s.ok()) return fail(s.code() == StatusCode::kAlreadyExists
                                ? Status(StatusCode::kAlreadyExists, "round " + std::to_string(r.round) + " of " +
@@ -368,7 +370,8 @@ Result<std::vector<CommittedRound>> StateStore::LoadRounds(const std::string& jo
   std::vector<CommittedRound> rounds;
   Stmt q(db_,
          "SELECT round, epoch, param_hash, participants, loss, val_loss, tokens, wan_bytes, comm_seconds, "
-         "predicted_comm_seconds, wall_seconds, committed_at, compute_seconds, inner_steps, codec FROM rounds "
+         "predicted_comm_seconds, wall_seconds, committed_at, compute_seconds, inner_steps, codec, overlap_steps "
+         "FROM rounds "
          "WHERE job_id=? ORDER BY round");
   q.Text(1, job_id);
   Status err;
@@ -390,6 +393,7 @@ Result<std::vector<CommittedRound>> StateStore::LoadRounds(const std::string& jo
     r.compute_seconds = q.Real(12);
     r.inner_steps = static_cast<uint32_t>(q.Int(13));
     r.codec = static_cast<v1::Codec>(q.Int(14));
+    r.overlap_steps = static_cast<uint32_t>(q.Int(15));
     rounds.push_back(std::move(r));
   }
   LONGHAUL_RETURN_IF_ERROR(err);

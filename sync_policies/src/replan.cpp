@@ -20,12 +20,15 @@ PlanPredictor CuModelPredictor(const ComputeProfile& compute, const WanProfile& 
     PlanSchedule schedule = base;
     LONGHAUL_ASSIGN_OR_RETURN(schedule.bits_per_value, WireBitsPerValue(c));
     schedule.inner_steps = plan.inner_steps;
+    schedule.overlap_steps = plan.overlap_steps;
     return PredictRound(compute, wan, schedule);
   };
 }
 
 std::string PlanChoiceName(const RoundPlanChoice& plan) {
-  return "H=" + std::to_string(plan.inner_steps) + " " + std::string(Traits(plan.codec).name);
+  return "H=" + std::to_string(plan.inner_steps) +
+         (plan.overlap_steps > 0 ? " tau=" + std::to_string(plan.overlap_steps) : std::string()) + " " +
+         std::string(Traits(plan.codec).name);
 }
 
 std::vector<RoundPlanChoice> AdaptivePlans(const PlanSchedule& base, const CompressionOptions& compression,
@@ -35,9 +38,20 @@ std::vector<RoundPlanChoice> AdaptivePlans(const PlanSchedule& base, const Compr
   for (uint64_t h = base.inner_steps; h <= max && h > 0; h *= 2) steps.push_back(static_cast<uint32_t>(h));
   if (steps.empty() || steps.back() != max) steps.push_back(max);
   const std::vector<Codec> codecs = bounds.codecs.empty() ? std::vector<Codec>{compression.codec} : bounds.codecs;
+  const bool streaming = base.kind == PlanKind::kStreamingDiLoCo;
+  const uint32_t fragments = std::max(1u, base.fragments);
   std::vector<RoundPlanChoice> out;
-  for (uint32_t h : steps)
-    for (Codec c : codecs) out.push_back({h, c});
+  for (uint32_t h : steps) {
+    // tau < H / P: the largest allowed at this H caps the doubling.
+    std::vector<uint32_t> taus = {base.overlap_steps};
+    if (streaming && h / fragments > 0) {
+      const uint32_t cap = std::min(std::max(base.overlap_steps, bounds.max_overlap_steps), h / fragments - 1);
+      for (uint64_t t = std::max(1u, 2 * base.overlap_steps); t <= cap; t *= 2) taus.push_back(static_cast<uint32_t>(t));
+      if (cap > taus.back()) taus.push_back(cap);
+    }
+    for (uint32_t tau : taus)
+      for (Codec c : codecs) out.push_back({h, c, tau});
+  }
   return out;
 }
 

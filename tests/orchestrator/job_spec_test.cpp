@@ -688,7 +688,7 @@ TEST_CASE("an unknown field inside sync.adaptive is an error naming it and its l
   CHECK(spec.status().code() == StatusCode::kInvalidArgument);
   CHECK_THAT(ErrorOf(spec), Catch::Contains("job.yaml line 7") &&
                                 Catch::Contains("unknown field 'sync.adaptive.max_steps'") &&
-                                Catch::Contains("known here: codecs, max_inner_steps, target_utilisation"));
+                                Catch::Contains("known here: codecs, max_inner_steps, max_overlap_steps, target_utilisation"));
   auto twice = ParseJobSpecYaml(
       WithSync("  adaptive:\n    target_utilisation: 0.5\n    target_utilisation: 0.7\n"), "job.yaml");
   CHECK_THAT(ErrorOf(twice),
@@ -866,4 +866,21 @@ TEST_CASE("sync.time_budgeted parses for diloco and is refused for the other kin
                                      Catch::Contains("streaming_diloco"));
   auto bad = ParseJobSpecYaml(WithLine("sync: {kind: diloco, time_budgeted: sometimes}"), "job.yaml");
   CHECK_THAT(ErrorOf(bad), Catch::Contains("sync.time_budgeted"));
+}
+
+TEST_CASE("sync.adaptive.max_overlap_steps is for streaming_diloco, at least its overlap_steps", "[job_spec][adaptive]") {
+  auto ok = ParseJobSpecYaml(WithLine("sync: {kind: streaming_diloco, inner_steps: 48, fragments: 4, overlap_steps: 2, "
+                                      "adaptive: {target_utilisation: 0.6, max_overlap_steps: 8}}"),
+                             "job.yaml");
+  INFO(ErrorOf(ok));
+  REQUIRE(ok.ok());
+  CHECK(ok->sync().adaptive().max_overlap_steps() == 8);
+  auto diloco = ParseJobSpecYaml(
+      WithLine("sync: {kind: diloco, adaptive: {target_utilisation: 0.6, max_overlap_steps: 8}}"), "job.yaml");
+  CHECK_THAT(ErrorOf(diloco), Catch::Contains("sync.adaptive.max_overlap_steps") &&
+                                  Catch::Contains("only streaming_diloco overlaps"));
+  auto below = ParseJobSpecYaml(WithLine("sync: {kind: streaming_diloco, inner_steps: 48, fragments: 4, "
+                                         "overlap_steps: 5, adaptive: {target_utilisation: 0.6, max_overlap_steps: 3}}"),
+                                "job.yaml");
+  CHECK_THAT(ErrorOf(below), Catch::Contains("at least overlap_steps (5)"));
 }

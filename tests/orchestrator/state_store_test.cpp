@@ -52,6 +52,7 @@ TEST_CASE("the store uses WAL and survives close and reopen", "[state_store]") {
     r.compute_seconds = 1.5;
     r.inner_steps = 100;
     r.codec = v1::CODEC_INT4_BLOCK;
+    r.overlap_steps = 5;
     r.regions = {{.region = "eu-west", .inner_steps = 100, .tokens = 1600, .compute_seconds = 1.5, .comm_seconds = 0.25,
                   .wall_seconds = 2},
                  {.region = "us-east", .inner_steps = 50, .tokens = 800, .compute_seconds = 1.5, .comm_seconds = 0.5,
@@ -83,6 +84,7 @@ TEST_CASE("the store uses WAL and survives close and reopen", "[state_store]") {
   CHECK(rounds[0].compute_seconds == 1.5);
   CHECK(rounds[0].inner_steps == 100);
   CHECK(rounds[0].codec == v1::CODEC_INT4_BLOCK);
+  CHECK(rounds[0].overlap_steps == 5);
   REQUIRE(rounds[0].regions.size() == 2);
   CHECK(rounds[0].regions[1].region == "us-east");
   CHECK(rounds[0].regions[1].inner_steps == 50);
@@ -121,7 +123,8 @@ TEST_CASE("a version-1 state file is migrated and keeps its rounds", "[state_sto
                        "ALTER TABLE jobs DROP COLUMN owner_name; ALTER TABLE jobs DROP COLUMN worker_output; "
                        "ALTER TABLE jobs DROP COLUMN plan; ALTER TABLE jobs DROP COLUMN inner_steps_done; "
                        "ALTER TABLE jobs DROP COLUMN replans; ALTER TABLE rounds DROP COLUMN inner_steps; "
-                       "ALTER TABLE rounds DROP COLUMN codec; DROP TABLE round_regions; UPDATE meta SET value=1",
+                       "ALTER TABLE rounds DROP COLUMN codec; ALTER TABLE rounds DROP COLUMN overlap_steps; "
+                       "DROP TABLE round_regions; UPDATE meta SET value=1",
                        nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
   }

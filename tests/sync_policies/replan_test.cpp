@@ -137,3 +137,22 @@ TEST_CASE("replan: a bad target is refused", "[replan]") {
   bounds.target_cu = 0;
   CHECK_FALSE(Replan(Ring(100), bounds, {50, ls::Codec::kInt8Block}).ok());
 }
+
+TEST_CASE("replan: Streaming DiLoCo's overlap grows within its bound and below H / P", "[replan]") {
+  const ls::PlanSchedule streaming{.kind = ls::PlanKind::kStreamingDiLoCo,
+                                   .inner_steps = 48,
+                                   .fragments = 4,
+                                   .overlap_steps = 2,
+                                   .layerwise = false};
+  auto plans = ls::AdaptivePlans(streaming, kInt8, {.target_cu = 0.6, .max_inner_steps = 96, .max_overlap_steps = 16});
+  std::vector<std::string> names;
+  for (const auto& p : plans) names.push_back(ls::PlanChoiceName(p));
+  // H=48: tau < 12 caps the doubling at 11; H=96: tau < 24, the bound 16.
+  CHECK(names == std::vector<std::string>{"H=48 tau=2 int8", "H=48 tau=4 int8", "H=48 tau=8 int8", "H=48 tau=11 int8",
+                                          "H=96 tau=2 int8", "H=96 tau=4 int8", "H=96 tau=8 int8",
+                                          "H=96 tau=16 int8"});
+  // More overlap hides more of a fragment's exchange: a slow link's prediction rises with tau.
+  const ls::ComputeProfile model{.params = 1e7, .layers = 1, .step_seconds = 0.01};
+  auto predict = ls::CuModelPredictor(model, Ring(30), streaming, kInt8);
+  CHECK(predict({48, ls::Codec::kInt8Block, 11}).value().cu > predict({48, ls::Codec::kInt8Block, 2}).value().cu);
+}

@@ -523,3 +523,21 @@ TEST_CASE("region_agent: a time-budgeted round is refused for a kind that exchan
   CHECK_THAT(started.message(), Catch::Contains("time-budgeted round needs kind diloco"));
   CHECK_FALSE(region.replica->in_round());
 }
+
+TEST_CASE("region_agent: a round plan's overlap runs the round as a job with that overlap would", "[replica][plan]") {
+  auto round_hash = [](uint32_t job_tau, std::optional<uint32_t> plan_tau) {
+    std::vector<std::unique_ptr<SimRegion>> regions;
+    for (uint32_t i = 0; i < 2; ++i)
+      regions.push_back(std::make_unique<SimRegion>(i, 2, ls::SyncKind::kStreamingDiLoCo, 6, job_tau));
+    lw::RoundInputs in;
+    in.overlap_steps = plan_tau;
+    auto results = RunRound(regions, 1, in);
+    REQUIRE(results[0].ok());
+    REQUIRE(results[1].ok());
+    CHECK(results[0]->param_hash == results[1]->param_hash);
+    return results[0]->param_hash;
+  };
+  const std::string planned = round_hash(0, 1);
+  CHECK(planned == round_hash(1, std::nullopt));  // tau=1 from the plan is tau=1 from the job
+  CHECK(planned != round_hash(0, std::nullopt));
+}

@@ -71,17 +71,21 @@ Result<std::unique_ptr<RegionReplica>> RegionReplica::Create(ReplicaOptions opti
     r->guards_.emplace_back(r->options_.guard);
   }
   r->feedback_.resize(r->layout_.fragments());
-  LONGHAUL_RETURN_IF_ERROR(r->UseInnerSteps(r->options_.schedule.inner_steps));
+  LONGHAUL_RETURN_IF_ERROR(r->UseSchedule(r->options_.schedule.inner_steps, r->options_.schedule.overlap_steps));
   r->last_round_steps_ = r->options_.schedule.inner_steps;
   return r;
 }
 
-Status RegionReplica::UseInnerSteps(uint32_t steps) {
-  if (steps == actions_steps_) return Status::Ok();
+Status RegionReplica::UseSchedule(uint32_t steps, uint32_t tau) {
+  if (steps == actions_steps_ && tau == actions_tau_ && !actions_.empty()) return Status::Ok();
   sync_policies::ScheduleOptions o = options_.schedule;
   o.inner_steps = steps;
+  o.overlap_steps = tau;
   auto schedule = sync_policies::SyncSchedule::Create(o);
-  if (!schedule.ok()) return schedule.status().WithContext("round plan of " + std::to_string(steps) + " inner steps");
+  if (!schedule.ok()) {
+    return schedule.status().WithContext("round plan of " + std::to_string(steps) + " inner steps, overlap " +
+                                         std::to_string(tau));
+  }
   schedule_ = std::move(*schedule);
   // The schedule's actions by step, asked once: the per-step call must be cheap
   // (a user's step() between two optimizer steps should cost microseconds).
@@ -90,6 +94,7 @@ Status RegionReplica::UseInnerSteps(uint32_t steps) {
     for (uint32_t st = 1; st <= steps; ++st) actions_[st] = schedule_->AfterStep(st);
   }
   actions_steps_ = steps;
+  actions_tau_ = tau;
   return Status::Ok();
 }
 
@@ -364,7 +369,7 @@ Status RegionReplica::BeginRound(const RoundInputs& in, sync_policies::Collectiv
   sync_policies::CompressionOptions compression = options_.compression;
   if (in.codec) compression.codec = *in.codec;
   LONGHAUL_RETURN_IF_ERROR(compression.Validate().WithContext("round plan"));
-  LONGHAUL_RETURN_IF_ERROR(UseInnerSteps(steps));
+  LONGHAUL_RETURN_IF_ERROR(UseSchedule(steps, in.overlap_steps.value_or(options_.schedule.overlap_steps)));
   Round r;
   r.start = SteadyClock::now();
   r.inputs = in;

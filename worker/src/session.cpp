@@ -234,6 +234,7 @@ Status Session::BeginRound(const v1::RoundCommand& cmd, bool* joined) {
     if (!codec.ok()) return codec.status().WithContext("round plan");
     in.inner_steps = plan.inner_steps();
     in.codec = *codec;
+    in.overlap_steps = plan.overlap_steps();
     in.compute_budget_seconds = plan.compute_budget_seconds();
     in.max_inner_steps = plan.max_inner_steps();
     in.first_step = round_first_step_ = plan.first_step();

@@ -100,7 +100,9 @@ std::string RenderJobStatus(const v1::JobStatus& s, bool color) {
     << " (predicted " << (s.predicted_comm_seconds() > 0 ? Fixed(s.predicted_comm_seconds(), 2) + " s" : "-") << ")\n";
   if (!s.reason().empty()) o << "  " << s.reason() << "\n";
   if (s.spec().sync().has_adaptive() && s.plan().inner_steps() > 0) {
-    o << "  plan H=" << s.plan().inner_steps() << " " << proto::CodecName(s.plan().codec());
+    o << "  plan H=" << s.plan().inner_steps();
+    if (s.plan().overlap_steps() > 0) o << " tau=" << s.plan().overlap_steps();
+    o << " " << proto::CodecName(s.plan().codec());
     if (s.plan().predicted_cu() > 0) o << ", predicted CU " << Fixed(100 * s.plan().predicted_cu(), 1) << "%";
     o << " (target " << Fixed(100 * s.spec().sync().adaptive().target_utilisation(), 0) << "%, " << s.replans()
       << " re-plan(s)): " << s.plan().reason() << "\n";

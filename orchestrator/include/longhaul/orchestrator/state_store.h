@@ -76,7 +76,8 @@ struct CommittedRound {
   double comm_seconds = 0, predicted_comm_seconds = 0, wall_seconds = 0;
   double compute_seconds = 0;  // mean over participants of the trainer's compute time
   uint32_t inner_steps = 0;    // the round's plan: H (0 = a round from before plans were kept)
-  v1::Codec codec = v1::CODEC_UNSPECIFIED;  // and codec
+  v1::Codec codec = v1::CODEC_UNSPECIFIED;  // its codec
+  uint32_t overlap_steps = 0;               // and overlap (Streaming DiLoCo's tau)
   std::vector<RegionRoundStats> regions;    // by region name (empty for rounds from before schema 8)
   double committed_at = 0;
   std::vector<std::pair<std::string, std::string>> checkpoints;  // (region, path)

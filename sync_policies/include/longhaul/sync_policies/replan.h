@@ -3,10 +3,13 @@
 // round runs with. A pure decision function with its reason.
 //
 // The plans within the bounds, most synchronous first: H from the spec's,
-// doubling up to max_inner_steps (and max_inner_steps itself), and at each H
-// the allowed codecs in the spec's order (H grows the WAN's share of a round
-// down by 1/H; docs/results/convergence.md: int4 and fp4 cost less validation
-// loss than doubling H). Each is predicted with the CU model (cu_model.h).
+// doubling up to max_inner_steps (and max_inner_steps itself); at each H,
+// Streaming DiLoCo's overlap tau from the spec's, doubling up to
+// max_overlap_steps (and the largest below H / P), and at each the allowed
+// codecs in the spec's order (H grows the WAN's share of a round down by 1/H;
+// tau hides a fragment's exchange behind compute and delays its mixing;
+// docs/results/convergence.md: int4 and fp4 cost less validation loss than
+// doubling H). Each is predicted with the CU model (cu_model.h).
 //
 //  - The current plan predicted at or above the target stays, unless a more
 //    synchronous plan is predicted at least `hysteresis` above the target in
@@ -33,6 +36,7 @@ namespace longhaul::sync_policies {
 struct AdaptiveBounds {
   double target_cu = 0;            // in (0, 1]
   uint32_t max_inner_steps = 0;    // 0: the base schedule's H only
+  uint32_t max_overlap_steps = 0;  // Streaming DiLoCo: 0: the base schedule's tau only
   std::vector<Codec> codecs;       // preference order; empty: the base codec only
   double hysteresis = 0.05;        // CU points above the target to return to a more synchronous plan
   uint32_t rounds_to_return = 3;   // re-plans in a row that must say so
@@ -41,10 +45,11 @@ struct AdaptiveBounds {
 struct RoundPlanChoice {
   uint32_t inner_steps = 0;
   Codec codec = Codec::kInt8Block;
+  uint32_t overlap_steps = 0;  // tau (Streaming DiLoCo)
   bool operator==(const RoundPlanChoice&) const = default;
 };
 
-std::string PlanChoiceName(const RoundPlanChoice& plan);  // "H=200 int4"
+std::string PlanChoiceName(const RoundPlanChoice& plan);  // "H=200 int4", "H=96 tau=11 int8"
 
 struct ReplanDecision {
   RoundPlanChoice plan;

@@ -123,6 +123,7 @@ struct RoundInputs {
   // stay the job's; a streaming H must stay a multiple of the fragments.
   uint32_t inner_steps = 0;
   std::optional<sync_policies::Codec> codec;
+  std::optional<uint32_t> overlap_steps;  // Streaming DiLoCo's tau (unset: the job's)
   // Time-budgeted round (kind diloco): the round ends after the inner step at
   // which this worker's compute is within half a step of the budget (every
   // worker of the region ends at the same step: they agree after each step), or
@@ -245,8 +246,9 @@ class RegionReplica {
   Status Bootstrap(const RoundInputs& in, sync_policies::CollectiveLink& link);
   // Bootstrap of the inner optimizer's shared state (kind sync).
   Status BootstrapInnerState(const RoundInputs& in, sync_policies::CollectiveLink& link, Deadline deadline);
-  // The schedule and its actions for a round of `steps` inner steps.
-  Status UseInnerSteps(uint32_t steps);
+  // The schedule and its actions for a round of `steps` inner steps and `tau`
+  // overlap steps.
+  Status UseSchedule(uint32_t steps, uint32_t tau);
   Status RunActions(uint32_t step);
   // Send step: guard fragment f of (theta - local), start its cross-region
   // AllReduceMean on a background thread.
@@ -279,6 +281,7 @@ class RegionReplica {
   std::unique_ptr<sync_policies::SyncSchedule> schedule_;
   std::vector<std::vector<sync_policies::SyncAction>> actions_;  // by step 1..H (index 0 unused)
   uint32_t actions_steps_ = 0;                       // the H schedule_ and actions_ are for
+  uint32_t actions_tau_ = 0;                         // and the overlap
   uint32_t last_round_steps_ = 0;                    // steps the last ended round ran
   ShardLayout layout_;
   std::vector<float> theta_;                         // global parameters
