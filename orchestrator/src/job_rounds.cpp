@@ -112,7 +112,9 @@ void Orchestrator::StartAttempt(Job& job) {
                                                   .shape = shape,
                                                   .wan = plan.ok() ? plan->wan : std::nullopt,
                                                   .last_comm_seconds = job.last_actual,
-                                                  .return_streak = job.replan_return_streak});
+                                                  .last_plan = job.last_plan,
+                                                  .return_streak = job.replan_return_streak,
+                                                  .round_timeout_seconds = Seconds(options_.timeouts.round)});
   if (chosen.changed) plan = PlanRound(ms.participants, links, ShapeWithPlan(shape, job.rec.spec, chosen.plan), options_.schedule);
   RoundSchedule schedule;
   if (plan.ok()) {
@@ -133,7 +135,8 @@ void Orchestrator::StartAttempt(Job& job) {
     spdlog::info("{}: round {} re-planned: {}", job.rec.id, job.rec.last_committed_round + 1, chosen.plan.reason());
     Event(job, "replanned", "round " + std::to_string(job.rec.last_committed_round + 1) + ": " + chosen.plan.reason());
   }
-  job.replan_return_streak = chosen.return_streak;
+  // A retry of the same round is not another round in a row.
+  if (job.failed_attempts == 0) job.replan_return_streak = chosen.return_streak;
   if (metrics_) metrics_->RoundPlanned(job.rec.id, chosen.plan.inner_steps(), chosen.plan.predicted_cu(), chosen.changed);
   RoundAttempt a;
   a.job_id = job.rec.id;
@@ -287,6 +290,7 @@ void Orchestrator::CommitAttempt(Job& job, const RoundDecision& d) {
   job.last_val_loss = c.val_loss;
   job.last_predicted = c.predicted_comm_seconds;
   job.last_actual = c.comm_seconds;
+  job.last_plan = a.plan;
   job.last_round_wall = duration;
   job.write_error.clear();
   if (a.round >= job.rec.spec.rounds())

@@ -42,6 +42,7 @@ struct Orchestrator::Job {
   uint32_t replan_return_streak = 0;
   double loss_floor = 0;
   double last_predicted = 0, last_actual = 0, last_val_loss = 0, last_round_wall = 0;
+  v1::RoundPlan last_plan;           // the plan of the last committed round (since the orchestrator started)
   std::string last_hash;
   std::string write_error;           // the last failed state write, until one succeeds
   struct PendingFinish {

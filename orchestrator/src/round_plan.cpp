@@ -54,13 +54,13 @@ RoundShape ShapeWithPlan(RoundShape shape, const v1::JobSpec& spec, const v1::Ro
 }
 
 Result<sp::CuEstimate> PredictPlannedRound(const RoundShape& shape, const v1::JobSpec& spec, const sp::WanProfile& wan,
-                                          const v1::RoundPlan& plan) {
+                                          const v1::RoundPlan& plan, double wait_scale) {
   const RoundShape planned = ShapeWithPlan(shape, spec, plan);
   if (planned.step_seconds <= 0 || planned.payload_bytes == 0) return FailedPrecondition("nothing measured yet");
   sp::CuEstimate e;
   const double step = planned.fastest_step_seconds > 0 ? planned.fastest_step_seconds : planned.step_seconds;
   e.compute_seconds = planned.inner_steps * step;
-  e.stall_seconds = PredictRoundCommSeconds(planned, wan);
+  e.stall_seconds = PredictRoundCommSeconds(planned, wan) * wait_scale;
   e.round_seconds = e.compute_seconds + e.stall_seconds;
   e.cu = e.round_seconds > 0 ? e.compute_seconds / e.round_seconds : 0;
   return e;
@@ -76,6 +76,10 @@ ChosenRoundPlan ChooseStepsAndCodec(const RoundPlanInputs& in) {
   out.plan = current;
   out.plan.set_first_step(in.first_step);
   out.plan.set_predicted_cu(0);
+  // Set afresh for each round by ChooseRoundPlan (a restarted orchestrator has
+  // no step times to set a budget from).
+  out.plan.clear_compute_budget_seconds();
+  out.plan.clear_max_inner_steps();
   if (!spec.sync().has_adaptive()) {
     out.plan.set_reason("the job spec's schedule");
     return out;
@@ -99,31 +103,44 @@ ChosenRoundPlan ChooseStepsAndCodec(const RoundPlanInputs& in) {
     auto c = proto::CodecFromWire(adaptive.codecs(i));
     if (c.ok()) bounds.codecs.push_back(*c);
   }
-  // The model against the last round: how far its wait was above what the
-  // links measured now predict for it.
+  // The model against the last committed round: how far its wait was above
+  // what the links measured now predict for its plan.
   double scale = 1;
   std::string calibration;
-  if (auto last = PredictPlannedRound(in.shape, spec, *in.wan, current);
-      last.ok() && last->stall_seconds > 0 && in.last_comm_seconds > kUnderpredicted * last->stall_seconds) {
-    scale = in.last_comm_seconds / last->stall_seconds;
-    char text[160];
-    std::snprintf(text, sizeof text, "; the last round waited %.2f s where the measured links predict %.2f s: waits x%.1f",
-                  in.last_comm_seconds, last->stall_seconds, scale);
-    calibration = text;
+  if (in.last_plan.inner_steps() != 0) {
+    if (auto last = PredictPlannedRound(in.shape, spec, *in.wan, in.last_plan);
+        last.ok() && last->stall_seconds > 0 && in.last_comm_seconds > kUnderpredicted * last->stall_seconds) {
+      scale = in.last_comm_seconds / last->stall_seconds;
+      char text[160];
+      std::snprintf(text, sizeof text,
+                    "; the last round waited %.2f s where the measured links predict %.2f s: waits x%.1f",
+                    in.last_comm_seconds, last->stall_seconds, scale);
+      calibration = text;
+    }
   }
-  const auto plans = sp::AdaptivePlans(PlanScheduleOf(in.shape, 8), *compression, bounds);
-  auto d = sp::Replan(plans, bounds, {current.inner_steps(), *current_codec, current.overlap_steps()},
-                      [&](const sp::RoundPlanChoice& p) -> Result<sp::CuEstimate> {
-                        v1::RoundPlan plan;
-                        plan.set_inner_steps(p.inner_steps);
-                        plan.set_codec(proto::CodecToWire(p.codec));
-                        plan.set_overlap_steps(p.overlap_steps);
-                        LONGHAUL_ASSIGN_OR_RETURN(sp::CuEstimate e, PredictPlannedRound(in.shape, spec, *in.wan, plan));
-                        e.stall_seconds *= scale;
-                        e.round_seconds = e.compute_seconds + e.stall_seconds;
-                        e.cu = e.round_seconds > 0 ? e.compute_seconds / e.round_seconds : 0;
-                        return e;
-                      },
+  auto to_plan = [](const sp::RoundPlanChoice& p) {
+    v1::RoundPlan plan;
+    plan.set_inner_steps(p.inner_steps);
+    plan.set_codec(proto::CodecToWire(p.codec));
+    plan.set_overlap_steps(p.overlap_steps);
+    return plan;
+  };
+  auto predict = [&](const sp::RoundPlanChoice& p) {
+    return PredictPlannedRound(in.shape, spec, *in.wan, to_plan(p), scale);
+  };
+  // Plans whose rounds would come near the round timeout are left out.
+  std::vector<sp::RoundPlanChoice> plans;
+  for (const auto& p : sp::AdaptivePlans(PlanScheduleOf(in.shape, 8), *compression, bounds)) {
+    auto e = predict(p);
+    if (in.round_timeout_seconds <= 0 || !e.ok() || e->round_seconds <= in.round_timeout_seconds / 2)
+      plans.push_back(p);
+  }
+  if (plans.empty()) {
+    out.plan.set_reason("keeps its plan: every plan within the bounds is predicted to take more than half the "
+                        "round timeout");
+    return out;
+  }
+  auto d = sp::Replan(plans, bounds, {current.inner_steps(), *current_codec, current.overlap_steps()}, predict,
                       in.return_streak);
   if (!d.ok()) {
     out.plan.set_reason("keeps its plan: re-planning failed (" + d.status().message() + ")");

@@ -59,18 +59,20 @@ Status CheckWritable(const fs::path& parent) {
   return Status::Ok();
 }
 
-// Kills what is left in `dir` and removes it (bounded: 2 s).
+// Removes `dir` if no process is in it. Processes there may be another agent's
+// launch of the same name (agents of two clusters on one host), so they are
+// never killed here: the launch fails, naming them.
 Status RemoveStale(const fs::path& dir) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  for (;;) {
-    std::ifstream in(dir / "cgroup.procs");
-    pid_t p = 0;
-    while (in >> p) ::kill(p, SIGKILL);
-    if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return Status::Ok();
-    if (errno != EBUSY || std::chrono::steady_clock::now() > until)
-      return Unavailable("cannot remove the stale cgroup " + dir.string() + ": " + Errno());
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::ifstream in(dir / "cgroup.procs");
+  std::string pids, p;
+  while (in >> p) pids += (pids.empty() ? "" : " ") + p;
+  if (!pids.empty()) {
+    return Unavailable("cgroup " + dir.string() + " already holds processes " + pids +
+                       " (another agent's launch of this name, or one an agent that died left running)");
   }
+  if (::rmdir(dir.c_str()) != 0 && errno != ENOENT)
+    return Unavailable("cannot remove the stale cgroup " + dir.string() + ": " + Errno());
+  return Status::Ok();
 }
 
 }  // namespace
@@ -118,8 +120,7 @@ Result<std::unique_ptr<LaunchCgroup>> LaunchCgroup::Create(const CgroupRoot& roo
     const fs::path dir = parent / name;
     if (::mkdir(dir.c_str(), 0755) != 0) {
       if (errno != EEXIST) return Unavailable("cannot create cgroup " + dir.string() + ": " + Errno());
-      // Left by an agent that died without removing it (what is in it is an
-      // orphan of the same job's launch): emptied, removed and made afresh.
+      // Left by an agent that died without removing it: made afresh if empty.
       LONGHAUL_RETURN_IF_ERROR(RemoveStale(dir));
       if (::mkdir(dir.c_str(), 0755) != 0) return Unavailable("cannot create cgroup " + dir.string() + ": " + Errno());
     }

@@ -90,7 +90,9 @@ Result<ReplanDecision> Replan(const std::vector<RoundPlanChoice>& plans, const A
     d.estimate = now;
     d.meets_target = true;
     d.reason = current_text + " meets the " + target_text;
-    for (size_t i = 0; i < std::min(cur, plans.size()); ++i) {
+    // Plans before the current one are more synchronous; a current plan that
+    // is not among them (a spec codec the bounds do not list) has none before it.
+    for (size_t i = 0; i < (cur < plans.size() ? cur : 0); ++i) {
       if (est[i].cu < target + bounds.hysteresis) continue;
       const std::string above = PlanChoiceName(plans[i]) + " predicted at CU " + Percent(est[i].cu) + ", above the " +
                                 target_text + " by more than " + FormatNumber("%.0f", 100 * bounds.hysteresis) +

@@ -350,14 +350,41 @@ TEST_CASE("round plan: a last round that waited far longer than the measured lin
   const auto predicted = PredictPlannedRound(shape, spec, wan, spec_plan).value();
   REQUIRE(predicted.cu >= 0.65);
   ChosenRoundPlan calm = ChooseRoundPlan({.spec = &spec, .current = spec_plan, .shape = shape, .wan = wan,
-                                          .last_comm_seconds = predicted.stall_seconds * 1.2});
+                                          .last_comm_seconds = predicted.stall_seconds * 1.2, .last_plan = spec_plan});
   CHECK_FALSE(calm.changed);
   // ...but the last round of it waited 6x the prediction: the links dropped
   // faster than their estimates follow.
   ChosenRoundPlan dropped = ChooseRoundPlan({.spec = &spec, .current = spec_plan, .shape = shape, .wan = wan,
-                                             .last_comm_seconds = predicted.stall_seconds * 6});
+                                             .last_comm_seconds = predicted.stall_seconds * 6, .last_plan = spec_plan});
   CHECK(dropped.changed);
   CHECK(dropped.plan.inner_steps() * 100 + dropped.plan.codec() > spec_plan.inner_steps() * 100 + spec_plan.codec());
   CHECK(dropped.plan.predicted_cu() >= 0.6);
   CHECK_THAT(dropped.plan.reason(), Catch::Contains("where the measured links predict") && Catch::Contains("waits x6.0"));
+  // The wait is held against the plan the last committed round ran, not the
+  // current one: a round of int4 that waited as the prediction says for it is
+  // no reason to scale anything.
+  v1::RoundPlan int4 = spec_plan;
+  int4.set_codec(v1::CODEC_INT4_BLOCK);
+  const auto int4_predicted = PredictPlannedRound(shape, spec, wan, int4).value();
+  ChosenRoundPlan retried = ChooseRoundPlan({.spec = &spec, .current = spec_plan, .shape = shape, .wan = wan,
+                                             .last_comm_seconds = int4_predicted.stall_seconds, .last_plan = int4});
+  CHECK_THAT(retried.plan.reason(), !Catch::Contains("waits x"));
+}
+
+TEST_CASE("round plan: plans predicted past half the round timeout are left out", "[scheduler][replan]") {
+  const v1::JobSpec spec = AdaptiveSpec(0.6);
+  const sync_policies::WanProfile wan{.regions = 3, .bandwidth_bps = 8e6, .rtt_seconds = 0.02};  // 1 MB/s
+  const RoundShape shape = MeasuredShape(spec, 0.01, 0.01);
+  ChosenRoundPlan free = ChooseRoundPlan({.spec = &spec, .shape = shape, .wan = wan});
+  REQUIRE(free.changed);
+  const double round = PredictPlannedRound(shape, spec, wan, free.plan).value().round_seconds;
+  // A timeout under twice that round rules the plan out: a shorter one is chosen.
+  ChosenRoundPlan bounded = ChooseRoundPlan({.spec = &spec, .shape = shape, .wan = wan,
+                                             .round_timeout_seconds = 1.5 * round});
+  CHECK(bounded.plan.inner_steps() < free.plan.inner_steps());
+  CHECK(PredictPlannedRound(shape, spec, wan, bounded.plan).value().round_seconds <= 0.75 * round);
+  // None fits: the plan stays, saying why.
+  ChosenRoundPlan none = ChooseRoundPlan({.spec = &spec, .shape = shape, .wan = wan, .round_timeout_seconds = 1e-3});
+  CHECK_FALSE(none.changed);
+  CHECK_THAT(none.plan.reason(), Catch::Contains("more than half the round timeout"));
 }

@@ -382,6 +382,9 @@ TEST_CASE("flow: the next round's prediction uses the links the regions measured
 TEST_CASE("flow: an adaptive job re-plans from measured links, says why, and keeps its plan over a restart",
           "[orchestrator][replan]") {
   Rig rig("replan");
+  // Rounds of seconds on these slow links: plans are kept under half the round timeout.
+  rig.options().timeouts.round = 120s;
+  rig.Start();
   const auto adaptive = [](v1::JobSpec& spec) {
     auto* a = spec.mutable_sync()->mutable_adaptive();
     a->set_target_utilisation(0.6);

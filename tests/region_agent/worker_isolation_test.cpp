@@ -302,11 +302,14 @@ TEST_CASE("region_agent: a worker's log that is a hard link elsewhere is neither
   CHECK(Slurp(tmp.path() / "secret") == "not for the job\n");
 }
 
-TEST_CASE("region_agent: a launch cgroup left by an agent that died is emptied and made afresh", "[run_as][cgroup]") {
+TEST_CASE("region_agent: an empty launch cgroup left by an agent that died is made afresh, one with processes "
+          "is refused",
+          "[run_as][cgroup]") {
   auto root = TestCgroupRoot();
   if (!root) return;
   const std::string name = "longhaul-test-" + std::to_string(::getpid()) + "-stale";
-  // What a SIGKILLed agent leaves: the cgroup, with its launch's process still in it.
+  // What a SIGKILLed agent leaves: the cgroup, its launch's process still in it
+  // (`dead` is not destroyed while the next launch of its name is made).
   auto dead = LaunchCgroup::Create(*root, name, {0, 16});
   REQUIRE(dead.ok());
   SpawnOptions o;
@@ -316,12 +319,20 @@ TEST_CASE("region_agent: a launch cgroup left by an agent that died is emptied a
   auto orphan = ChildProcess::Spawn(o);
   REQUIRE(orphan.ok());
   const auto dirs = (*dead)->dirs();
-  // The next launch of that name (while `dead` is not destroyed, as if its
-  // agent had died) kills what is left and starts empty.
+  // A process is in it: maybe another agent's, never killed; the launch fails, naming it.
+  auto busy = LaunchCgroup::Create(*root, name, {0, 16});
+  REQUIRE_FALSE(busy.ok());
+  CHECK_THAT(busy.status().message(), Catch::Contains("already holds processes " + std::to_string(orphan->pid())));
+  CHECK_FALSE(Dead(orphan->pid()));
+  // Once it is empty the next launch of that name makes it afresh.
+  orphan->Stop(2s);  // ended and reaped
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (!(*dead)->Pids().empty() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(10ms);  // the cgroup lets go of the killed process, bounded
+  }
   auto fresh = LaunchCgroup::Create(*root, name, {0, 16});
   REQUIRE(fresh.ok());
   CHECK((*fresh)->Pids().empty());
-  CHECK(WaitDead(orphan->pid(), 10s));
   fresh->reset();
   for (const auto& d : dirs) CHECK_FALSE(std::filesystem::exists(d));
   dead->reset();  // its folders are gone already

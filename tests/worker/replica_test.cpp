@@ -424,10 +424,11 @@ TEST_CASE("region_agent: a round plan sets the round's inner steps and codec, ev
   for (auto& r : planned) REQUIRE(r.ok());
   for (size_t i = 1; i < planned.size(); ++i) CHECK(planned[i]->param_hash == planned[0]->param_hash);
   CHECK(planned[0]->tokens == 6 * 8);
-  CHECK(regions[0]->replica->inner_steps() == 6);
   // int4 sends half of int8's bits (scales aside).
   CHECK(planned[0]->wan_bytes_sent < spec[0]->wan_bytes_sent * 6 / 10);
+  CHECK(regions[0]->replica->inner_steps() == 3);  // between rounds: the last committed round's
   for (auto& r : regions) r->replica->Commit();
+  CHECK(regions[0]->replica->inner_steps() == 6);
 
   auto back = RunRound(regions, 3);  // no plan: the job's H and codec again
   for (auto& r : back) REQUIRE(r.ok());
@@ -540,4 +541,52 @@ TEST_CASE("region_agent: a round plan's overlap runs the round as a job with tha
   const std::string planned = round_hash(0, 1);
   CHECK(planned == round_hash(1, std::nullopt));  // tau=1 from the plan is tau=1 from the job
   CHECK(planned != round_hash(0, std::nullopt));
+}
+
+TEST_CASE("region_agent: a time-budgeted round whose regions report no tokens averages by steps", "[replica][budget]") {
+  std::vector<std::unique_ptr<SimRegion>> regions;
+  for (uint32_t i = 0; i < 2; ++i) {
+    regions.push_back(std::make_unique<SimRegion>(i, 2, ls::SyncKind::kDiLoCo, 10));
+    regions[i]->options.outer = {.name = "sgd", .lr = 1.0f, .momentum = 0.0f};
+    regions[i]->options.compression.codec = ls::Codec::kFp32;
+    regions[i]->Rebuild();
+  }
+  const double step[2] = {0.01, 0.02};
+  ls::InProcessGroup wan(2);
+  std::vector<longhaul::Result<lw::RoundResult>> results(2, longhaul::Internal("not run"));
+  std::vector<std::vector<float>> final_local(2);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      SimRegion& r = *regions[i];
+      lw::RoundInputs in;
+      in.round = 1;
+      in.compute_budget_seconds = 0.1;
+      in.max_inner_steps = 20;
+      results[i] = [&]() -> longhaul::Result<lw::RoundResult> {
+        LONGHAUL_RETURN_IF_ERROR(r.replica->BeginRound(in, &wan.link(i)));
+        for (;;) {
+          LONGHAUL_ASSIGN_OR_RETURN(float loss, r.trainer->ComputeGradients());
+          r.trainer->ApplyGradients();
+          auto params = r.trainer->model().params();
+          final_local[i].assign(params.begin(), params.end());
+          LONGHAUL_ASSIGN_OR_RETURN(bool last, r.replica->AfterInnerStep(loss, /*tokens=*/0, step[i]));
+          if (last) break;
+        }
+        return r.replica->EndRound();
+      }();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& r : results) REQUIRE(r.ok());
+  REQUIRE(results[0]->inner_steps == 10);
+  REQUIRE(results[1]->inner_steps == 5);
+  CHECK(results[1]->param_hash == results[0]->param_hash);
+  const auto theta = regions[0]->replica->theta();
+  double worst = 0;
+  for (size_t k = 0; k < theta.size(); ++k) {
+    const double want = (10.0 * final_local[0][k] + 5.0 * final_local[1][k]) / 15.0;
+    worst = std::max(worst, std::abs(theta[k] - want));
+  }
+  CHECK(worst < 1e-5);
 }

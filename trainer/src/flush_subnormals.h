@@ -6,8 +6,8 @@
 // weights decayed or averaged towards zero reach them. Seen in benchmarks of
 // the built-in trainer: past ~600 steps of a small-preset DiLoCo job AdamW::Step
 // took 82% of a worker's time and a step 57 ms instead of 7; past ~1500 steps
-// of a tiny-preset job OpenBLAS's sgemm took 75% and steps 4-6x longer. Every
-// region flushes alike, so replicas stay bitwise identical.
+// of a tiny-preset job OpenBLAS's sgemm took 75% and steps 4-6x longer. A
+// no-op where SSE2 is not available.
 #pragma once
 
 #if defined(__SSE2__)

@@ -128,6 +128,7 @@ void RegionReplica::Commit() {
   if (!pending_) return;
   pending_.reset();
   committed_round_ = pending_round_;
+  last_round_steps_ = pending_round_steps_;
 }
 
 void RegionReplica::Rollback() {
@@ -244,19 +245,27 @@ Status RegionReplica::StartFragmentSync(uint32_t f, sync_policies::CollectiveLin
 }
 
 Status RegionReplica::WeightByTokens(Round& r, sync_policies::CollectiveLink& link, std::span<float> delta) {
-  // The mean of the regions' token counts (this worker's count is its region's
-  // per worker: every worker of a region runs the same steps on equal batches).
-  // The all-reduce leaves the same bytes everywhere, so every region divides by
-  // the same mean: the mean of the weighted deltas is sum(tokens x delta) /
-  // sum(tokens), identical in every replica.
-  std::vector<float> mean = {static_cast<float>(r.result.tokens)};
+  // [tokens, steps, 1 if no tokens were reported]: first the mean over the
+  // region's workers (every worker of a region then holds the same figures),
+  // then over the regions; the all-reduce leaves the same bytes everywhere, so
+  // every region divides by the same mean and the mean of the weighted deltas
+  // is sum(w x delta) / sum(w), identical in every replica. A region that
+  // reported no tokens (an SDK step without them) makes every region weigh by
+  // steps instead.
+  std::vector<float> figures = {static_cast<float>(r.result.tokens), static_cast<float>(r.step),
+                                r.result.tokens == 0 ? 1.0f : 0.0f};
+  if (group_.size() > 1) {
+    LONGHAUL_RETURN_IF_ERROR(group_.AllReduceMean(figures).WithContext("intra-region mean of the round's tokens"));
+  }
+  std::vector<float> mean = figures;
   const auto t0 = SteadyClock::now();
   const Status reduce = sync_policies::AllReduceMean(link, mean, {.codec = sync_policies::Codec::kFp32},
                                                      DeadlineAfter(options_.collective_timeout));
   r.result.comm_seconds += SecondsSince(t0);
   LONGHAUL_RETURN_IF_ERROR(reduce.WithContext("cross-region mean of the round's tokens"));
-  if (!(mean[0] > 0)) return Internal("the regions' mean token count is " + std::to_string(mean[0]));
-  const float weight = static_cast<float>(r.result.tokens) / mean[0];
+  const size_t by = mean[2] > 0 ? 1 : 0;  // steps when some region reported no tokens
+  if (!(mean[by] > 0)) return Internal("the regions' mean " + std::string(by ? "step" : "token") + " count is 0");
+  const float weight = figures[by] / mean[by];
   for (float& x : delta) x *= weight;
   return Status::Ok();
 }
@@ -477,7 +486,7 @@ Result<RoundResult> RegionReplica::EndRound(const ValidationFn& validation) {
   // local: each region keeps its own; sync: every region took the same steps.
   if (schedule_->traits().theta_is_local) std::copy(local_.begin(), local_.end(), theta_.begin());
   RoundResult result = r.result;
-  result.inner_steps = last_round_steps_ = r.step;
+  result.inner_steps = pending_round_steps_ = r.step;
   result.loss = r.step > 0 ? r.loss_sum / r.step : 0.0;
   result.param_hash = ParameterHash(theta_);
   if (validation) {

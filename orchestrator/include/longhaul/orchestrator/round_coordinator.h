@@ -34,7 +34,7 @@ struct RoundAttempt {
   Clock::TimePoint started{};
   Clock::TimePoint deadline{};
   double predicted_comm_seconds = 0;
-  v1::RoundPlan plan;  // inner steps and codec every participant runs (RoundCommand.plan)
+  v1::RoundPlan plan;  // the round's plan, the same in every participant's START (RoundCommand.plan)
   std::map<std::string, v1::RoundReport> reports;
 };
 

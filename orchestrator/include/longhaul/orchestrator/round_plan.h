@@ -23,13 +23,17 @@ struct RoundPlanInputs {
   // and the round's ring with every link measured (unset: not yet).
   RoundShape shape;
   std::optional<sync_policies::WanProfile> wan;
-  // The last committed round's longest wait (0 = none since the orchestrator
-  // started). When it ran `current` and waited more than kUnderpredicted x what
-  // the links measured now predict for it, the links changed faster than their
-  // estimates follow (an estimate moves on two busy periods far off it, reported
-  // with the round after): every plan's wait is scaled by that ratio.
+  // The last committed round's longest wait and plan (0 / unset = none since
+  // the orchestrator started). When it waited more than kUnderpredicted x what
+  // the links measured now predict for its plan, the links changed faster than
+  // their estimates follow (an estimate moves on two busy periods far off it,
+  // reported with the round after): every plan's wait is scaled by that ratio.
   double last_comm_seconds = 0;
+  v1::RoundPlan last_plan;
   uint32_t return_streak = 0;  // sync_policies::ReplanDecision's, from the last re-plan
+  // Plans predicted to take more than half of this are left out (0 = none):
+  // a round past the orchestrator's round timeout is aborted, whatever its CU.
+  double round_timeout_seconds = 0;
 };
 
 inline constexpr double kUnderpredicted = 1.5;
@@ -37,8 +41,10 @@ inline constexpr double kUnderpredicted = 1.5;
 // A plan's round as the orchestrator predicts it (PredictRoundCommSeconds):
 // the fastest participant computes H steps and waits the longest, so its
 // utilisation is the round's lowest; that is the one re-planning holds to the target.
+// `wait_scale` multiplies the predicted wait (RoundPlanInputs::last_comm_seconds).
 Result<sync_policies::CuEstimate> PredictPlannedRound(const RoundShape& shape, const v1::JobSpec& spec,
-                                                      const sync_policies::WanProfile& wan, const v1::RoundPlan& plan);
+                                                      const sync_policies::WanProfile& wan, const v1::RoundPlan& plan,
+                                                      double wait_scale = 1);
 
 struct ChosenRoundPlan {
   v1::RoundPlan plan;

@@ -128,7 +128,8 @@ struct RoundInputs {
   // which this worker's compute is within half a step of the budget (every
   // worker of the region ends at the same step: they agree after each step), or
   // after max_inner_steps (0: inner_steps). The pseudo-gradient is then weighted
-  // by the region's tokens over the mean over the regions (exchanged first).
+  // by the region's tokens over the mean over the regions (exchanged first; by
+  // steps when a region reported no tokens).
   double compute_budget_seconds = 0;
   uint32_t max_inner_steps = 0;
   // Job-wide inner steps before this round (a rejoining trainer resumes its
@@ -177,7 +178,7 @@ class RegionReplica {
   // Ends the current round without a result (restores the round's start).
   void AbandonRound();
   // The round's inner steps (time-budgeted: the most it may run; between
-  // rounds: the steps the last round ran).
+  // rounds: the steps the last committed round ran).
   uint32_t inner_steps() const { return round_ ? round_->steps : last_round_steps_; }
   uint32_t step_in_round() const { return round_ ? round_->step : 0; }
 
@@ -253,8 +254,8 @@ class RegionReplica {
   // Send step: guard fragment f of (theta - local), start its cross-region
   // AllReduceMean on a background thread.
   Status StartFragmentSync(uint32_t f, sync_policies::CollectiveLink& link);
-  // Time-budgeted round: scales `delta` by the region's tokens over the
-  // regions' mean (an all-reduce of the counts over `link`).
+  // Time-budgeted round: scales `delta` by the region's tokens (steps, when a
+  // region reported none) over the regions' mean (an all-reduce over `link`).
   Status WeightByTokens(Round& r, sync_policies::CollectiveLink& link, std::span<float> delta);
   // Apply step: wait for the all-reduce, outer step, gather; writes theta's
   // fragment and the (mixed) local fragment. Time spent waiting is comm time.
@@ -282,7 +283,8 @@ class RegionReplica {
   std::vector<std::vector<sync_policies::SyncAction>> actions_;  // by step 1..H (index 0 unused)
   uint32_t actions_steps_ = 0;                       // the H schedule_ and actions_ are for
   uint32_t actions_tau_ = 0;                         // and the overlap
-  uint32_t last_round_steps_ = 0;                    // steps the last ended round ran
+  uint32_t last_round_steps_ = 0;                    // steps the last committed round ran
+  uint32_t pending_round_steps_ = 0;                 // and the pending one
   ShardLayout layout_;
   std::vector<float> theta_;                         // global parameters
   std::vector<std::unique_ptr<sync_policies::OuterOptimizer>> outer_;  // one per fragment
