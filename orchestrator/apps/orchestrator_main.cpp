@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
 
   // One orchestrator per state file, and never a silent fresh start on a file
   // that is missing, empty or damaged (state_file_guard.h).
-  auto lock = orchestrator::StateFileLock::Acquire(state_file);
+  auto lock = orchestrator::StateFileLock::Acquire(state_file, /*create=*/init);
   if (!lock.ok()) return Fail(lock.status());
   if (Status s = orchestrator::CheckStateFileBeforeOpen(state_file, init); !s.ok()) return Fail(s);
   std::error_code size_ec;

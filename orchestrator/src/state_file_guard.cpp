@@ -39,23 +39,30 @@ void Checksum(bool big, const unsigned char* p, size_t n, uint32_t& s0, uint32_t
 
 }  // namespace
 
-Result<std::unique_ptr<StateFileLock>> StateFileLock::Acquire(const std::filesystem::path& state_file) {
-  const std::string path = state_file.string() + ".lock";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return Unavailable("cannot open lock file " + path + ": " + std::strerror(errno));
+Result<std::unique_ptr<StateFileLock>> StateFileLock::Acquire(const std::filesystem::path& state_file, bool create) {
+  std::error_code ec;
+  // Symlinks resolved: the pid file sits beside the file itself.
+  const std::filesystem::path resolved = std::filesystem::weakly_canonical(state_file, ec);
+  const std::filesystem::path file = ec ? state_file : resolved;
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+  if (fd < 0 && errno == ENOENT) {
+    return FailedPrecondition("state file " + state_file.string() +
+                              " does not exist: refusing to start as an orchestrator with no jobs; pass --init to "
+                              "create a new state file");
+  }
+  if (fd < 0) return Unavailable("cannot open state file " + file.string() + ": " + std::strerror(errno));
+  const std::string pid_path = file.string() + ".lock";
+  // The lock is the state file's own (its inode), whatever path named it.
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    char buf[32] = {};
-    const ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
     ::close(fd);
-    std::string holder = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "unknown";
-    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    std::ifstream in(pid_path);
+    std::string holder;
+    in >> holder;
     return FailedPrecondition("state file " + state_file.string() + " is in use by another orchestrator (pid " +
-                              holder + ", lock " + path + ")");
+                              (holder.empty() ? std::string("unknown") : holder) + ", see " + pid_path + ")");
   }
-  const std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
-    // The lock holds regardless; the pid is only for the message above.
-  }
+  // For the message above only: the lock holds whatever becomes of this file.
+  std::ofstream(pid_path, std::ios::trunc) << ::getpid() << "\n";
   return std::unique_ptr<StateFileLock>(new StateFileLock(fd));
 }
 

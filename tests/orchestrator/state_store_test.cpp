@@ -279,13 +279,44 @@ TEST_CASE("state file guard: a missing or empty state file needs --init", "[stat
 TEST_CASE("state file guard: one orchestrator per state file", "[state]") {
   const longhaul::testing::TempDir tmp("lock");
   const auto& dir = tmp.path();
-  auto first = StateFileLock::Acquire(dir / "state.sqlite");
+  const auto file = dir / "state.sqlite";
+  // Without --init a missing file is not created.
+  auto missing = StateFileLock::Acquire(file, /*create=*/false);
+  REQUIRE_FALSE(missing.ok());
+  CHECK_THAT(missing.status().message(), Catch::Contains("does not exist") && Catch::Contains("--init"));
+  CHECK_FALSE(std::filesystem::exists(file));
+  auto first = StateFileLock::Acquire(file, /*create=*/true);
   REQUIRE(first.ok());
-  auto second = StateFileLock::Acquire(dir / "state.sqlite");
+  CHECK(std::filesystem::exists(file));
+  auto second = StateFileLock::Acquire(file, false);
   REQUIRE_FALSE(second.ok());
   CHECK_THAT(second.status().message(), Catch::Contains("in use by another orchestrator (pid " + std::to_string(::getpid())));
   first->reset();
-  CHECK(StateFileLock::Acquire(dir / "state.sqlite").ok());
+  CHECK(StateFileLock::Acquire(file, false).ok());
+}
+
+TEST_CASE("state file guard: the lock is the file's own, however it is named and whatever happens to the pid file",
+          "[state]") {
+  const longhaul::testing::TempDir tmp("lock-names");
+  const auto& dir = tmp.path();
+  const auto file = dir / "state.sqlite";
+  auto held = StateFileLock::Acquire(file, /*create=*/true);
+  REQUIRE(held.ok());
+  // A symlink to it, a hard link to it, a path with a detour through "..".
+  std::filesystem::create_symlink(file, dir / "symlinked.sqlite");
+  std::filesystem::create_hard_link(file, dir / "hardlinked.sqlite");
+  std::filesystem::create_directory(dir / "sub");
+  for (const auto& other : {dir / "symlinked.sqlite", dir / "hardlinked.sqlite", dir / "sub" / ".." / "state.sqlite"}) {
+    INFO(other);
+    auto second = StateFileLock::Acquire(other, false);
+    REQUIRE_FALSE(second.ok());
+    CHECK_THAT(second.status().message(), Catch::Contains("in use by another orchestrator"));
+  }
+  // The pid file is only for the message: deleted, the lock still holds.
+  REQUIRE(std::filesystem::remove(dir / "state.sqlite.lock"));
+  auto after_delete = StateFileLock::Acquire(file, false);
+  REQUIRE_FALSE(after_delete.ok());
+  CHECK_THAT(after_delete.status().message(), Catch::Contains("pid unknown"));
 }
 
 TEST_CASE("state file guard: a WAL damaged in the middle is refused, a torn tail is not", "[state]") {

@@ -5,8 +5,10 @@
 // (SQLite silently drops every frame after the first bad checksum), would lose
 // acknowledged jobs without a word; two orchestrators on one file would corrupt
 // each other's view. So:
-//  - one orchestrator per file: an exclusive flock on <file>.lock (holding the
-//    owner's pid for the message), held for the process's life;
+//  - one orchestrator per file: an exclusive flock on the state file itself
+//    (its inode: a symlink or another hard link to it finds it held; no lock
+//    file to delete), held for the process's life; <resolved path>.lock holds
+//    the owner's pid, for the message only;
 //  - a missing or empty file is created only when asked (--init);
 //  - a WAL with a bad frame followed by valid-looking frames of the same
 //    generation is damage, not a torn last write: refused.
@@ -24,8 +26,9 @@ namespace longhaul::orchestrator {
 
 class StateFileLock {
  public:
-  // kFailedPrecondition naming the holder's pid when another process holds it.
-  static Result<std::unique_ptr<StateFileLock>> Acquire(const std::filesystem::path& state_file);
+  // kFailedPrecondition naming the holder's pid when another process holds it,
+  // or when the file does not exist and `create` is false (--init).
+  static Result<std::unique_ptr<StateFileLock>> Acquire(const std::filesystem::path& state_file, bool create);
   ~StateFileLock();
 
  private:
