@@ -164,6 +164,16 @@ inline int Count(const std::vector<Sent>& sent, v1::ControlMessage::BodyCase bod
 
 inline const std::vector<std::pair<std::string, std::string>> kAll = {{"a", "id-a"}, {"b", "id-b"}, {"c", "id-c"}};
 
+// Every region reports each link to the others at this rate and round trip.
+inline void ReportEveryLink(Rig& rig, double bytes_per_second, double rtt_seconds) {
+  for (auto& [r, id] : kAll) {
+    std::vector<std::string> peers;
+    for (auto& [p, _] : kAll)
+      if (p != r) peers.push_back(p);
+    rig.LinkReport(r, id, peers, bytes_per_second, rtt_seconds);
+  }
+}
+
 // Registers a, b, c, submits a job and brings it to round 1 started.
 inline std::string StartJob(Rig& rig, uint32_t rounds, const std::function<void(v1::JobSpec&)>& edit = {}) {
   for (auto& [r, id] : kAll) {

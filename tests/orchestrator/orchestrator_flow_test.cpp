@@ -352,12 +352,7 @@ TEST_CASE("flow: the next round's prediction uses the links the regions measured
   Rig rig("predict");
   const std::string job = StartJob(rig, 3);
   // Every link 1 MB/s with 20 ms round trips, as the workers report them with their round.
-  for (auto& [r, id] : kAll) {
-    std::vector<std::string> peers;
-    for (auto& [p, _] : kAll)
-      if (p != r) peers.push_back(p);
-    rig.LinkReport(r, id, peers, 1e6, 0.02);
-  }
+  ReportEveryLink(rig, 1e6, 0.02);
   // c computes twice as long as a and b.
   const v1::JobSpec spec = DefaultJobSpec();
   const uint32_t h = spec.sync().inner_steps();
@@ -401,12 +396,7 @@ TEST_CASE("flow: an adaptive job re-plans from measured links, says why, and kee
   CHECK(status.plan().first_step() == 0);
   CHECK_THAT(status.plan().reason(), Catch::Contains("no measured links and step times to re-plan from yet"));
   // Slow links: 1 kB/s, 20 ms. A step takes 50 ms in every region.
-  for (auto& [r, id] : kAll) {
-    std::vector<std::string> peers;
-    for (auto& [p, _] : kAll)
-      if (p != r) peers.push_back(p);
-    rig.LinkReport(r, id, peers, 1e3, 0.02);
-  }
+  ReportEveryLink(rig, 1e3, 0.02);
   for (auto& [r, id] : kAll) rig.Report(job, 1, 1, r, id, "h1", 0.05 * h);
   auto starts = Starts(rig.Take());
   REQUIRE(starts.size() == 3);
@@ -461,12 +451,7 @@ TEST_CASE("flow: a job without sync.adaptive runs every round with the spec's pl
   Rig rig("no-replan");
   const std::string job = StartJob(rig, 3);
   const uint32_t h = DefaultJobSpec().sync().inner_steps();
-  for (auto& [r, id] : kAll) {
-    std::vector<std::string> peers;
-    for (auto& [p, _] : kAll)
-      if (p != r) peers.push_back(p);
-    rig.LinkReport(r, id, peers, 1e3, 0.02);
-  }
+  ReportEveryLink(rig, 1e3, 0.02);
   for (auto& [r, id] : kAll) rig.Report(job, 1, 1, r, id, "h1", 0.05 * h);
   auto starts = Starts(rig.Take());
   REQUIRE(starts.size() == 3);

@@ -457,46 +457,75 @@ TEST_CASE("region_agent: a round plan the schedule cannot run fails the round's 
   CHECK(r->tokens == 12 * 8);
 }
 
+namespace {
+
+// One time-budgeted round (budget 0.1 s, at most 20 steps) of DiLoCo H=10
+// regions whose steps take step_seconds[i] of compute and report `tokens`
+// each, with plain averaging (sgd, lr 1, fp32): theta(1) is then the weighted
+// mean of the regions' local parameters at their rounds' ends.
+struct BudgetedRound {
+  std::vector<std::unique_ptr<SimRegion>> regions;
+  std::vector<longhaul::Result<lw::RoundResult>> results;
+  std::vector<std::vector<float>> final_local;
+
+  BudgetedRound(const std::vector<double>& step_seconds, uint64_t tokens) {
+    const uint32_t n = static_cast<uint32_t>(step_seconds.size());
+    for (uint32_t i = 0; i < n; ++i) {
+      regions.push_back(std::make_unique<SimRegion>(i, n, ls::SyncKind::kDiLoCo, 10));
+      regions[i]->options.outer = {.name = "sgd", .lr = 1.0f, .momentum = 0.0f};
+      regions[i]->options.compression.codec = ls::Codec::kFp32;
+      regions[i]->Rebuild();
+    }
+    ls::InProcessGroup wan(static_cast<int>(n));
+    results.assign(n, longhaul::Internal("not run"));
+    final_local.resize(n);
+    std::vector<std::thread> threads;
+    for (uint32_t i = 0; i < n; ++i) {
+      threads.emplace_back([&, i] {
+        SimRegion& r = *regions[i];
+        lw::RoundInputs in;
+        in.round = 1;
+        in.epoch = 1;
+        in.compute_budget_seconds = 0.1;
+        in.max_inner_steps = 20;
+        results[i] = [&]() -> longhaul::Result<lw::RoundResult> {
+          LONGHAUL_RETURN_IF_ERROR(r.replica->BeginRound(in, &wan.link(static_cast<int>(i))));
+          for (;;) {
+            LONGHAUL_ASSIGN_OR_RETURN(float loss, r.trainer->ComputeGradients());
+            r.trainer->ApplyGradients();
+            auto params = r.trainer->model().params();
+            final_local[i].assign(params.begin(), params.end());
+            LONGHAUL_ASSIGN_OR_RETURN(bool last, r.replica->AfterInnerStep(loss, tokens, step_seconds[i]));
+            if (last) break;
+          }
+          return r.replica->EndRound();
+        }();
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+
+  // The largest |theta - sum(w_i local_i) / sum(w_i)| over the parameters.
+  double WorstDeviation(const std::vector<double>& weights) const {
+    const auto theta = regions[0]->replica->theta();
+    double total = 0, worst = 0;
+    for (double w : weights) total += w;
+    for (size_t k = 0; k < theta.size(); ++k) {
+      double want = 0;
+      for (size_t i = 0; i < weights.size(); ++i) want += weights[i] * final_local[i][k];
+      worst = std::max(worst, std::abs(theta[k] - want / total));
+    }
+    return worst;
+  }
+};
+
+}  // namespace
+
 TEST_CASE("region_agent: a time-budgeted round runs the steps that fit each region, and averages by tokens",
           "[replica][budget]") {
-  // Plain averaging (sgd, lr 1, fp32): theta(t) is then the tokens-weighted mean
-  // of the regions' local parameters at their rounds' ends.
-  std::vector<std::unique_ptr<SimRegion>> regions;
-  for (uint32_t i = 0; i < 3; ++i) {
-    regions.push_back(std::make_unique<SimRegion>(i, 3, ls::SyncKind::kDiLoCo, 10));
-    regions[i]->options.outer = {.name = "sgd", .lr = 1.0f, .momentum = 0.0f};
-    regions[i]->options.compression.codec = ls::Codec::kFp32;
-    regions[i]->Rebuild();
-  }
   // Region 2 steps twice as slowly; the budget is 10 steps of the others.
-  const double step[3] = {0.01, 0.01, 0.02};
-  ls::InProcessGroup wan(3);
-  std::vector<longhaul::Result<lw::RoundResult>> results(3, longhaul::Internal("not run"));
-  std::vector<std::vector<float>> final_local(3);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 3; ++i) {
-    threads.emplace_back([&, i] {
-      SimRegion& r = *regions[i];
-      lw::RoundInputs in;
-      in.round = 1;
-      in.epoch = 1;
-      in.compute_budget_seconds = 0.1;
-      in.max_inner_steps = 20;
-      results[i] = [&]() -> longhaul::Result<lw::RoundResult> {
-        LONGHAUL_RETURN_IF_ERROR(r.replica->BeginRound(in, &wan.link(i)));
-        for (;;) {
-          LONGHAUL_ASSIGN_OR_RETURN(float loss, r.trainer->ComputeGradients());
-          r.trainer->ApplyGradients();
-          auto params = r.trainer->model().params();
-          final_local[i].assign(params.begin(), params.end());
-          LONGHAUL_ASSIGN_OR_RETURN(bool last, r.replica->AfterInnerStep(loss, 8, step[i]));
-          if (last) break;
-        }
-        return r.replica->EndRound();
-      }();
-    });
-  }
-  for (auto& t : threads) t.join();
+  BudgetedRound round({0.01, 0.01, 0.02}, 8);
+  const auto& results = round.results;
   for (auto& r : results) REQUIRE(r.ok());
   CHECK(results[0]->inner_steps == 10);
   CHECK(results[1]->inner_steps == 10);
@@ -505,13 +534,7 @@ TEST_CASE("region_agent: a time-budgeted round runs the steps that fit each regi
   CHECK(results[1]->param_hash == results[0]->param_hash);
   CHECK(results[2]->param_hash == results[0]->param_hash);
   // theta(1) = (10 local_0 + 10 local_1 + 5 local_2) / 25, up to fp32 rounding.
-  const auto theta = regions[0]->replica->theta();
-  double worst = 0;
-  for (size_t k = 0; k < theta.size(); ++k) {
-    const double want = (10.0 * final_local[0][k] + 10.0 * final_local[1][k] + 5.0 * final_local[2][k]) / 25.0;
-    worst = std::max(worst, std::abs(theta[k] - want));
-  }
-  CHECK(worst < 1e-5);
+  CHECK(round.WorstDeviation({10, 10, 5}) < 1e-5);
 }
 
 TEST_CASE("region_agent: a time-budgeted round is refused for a kind that exchanges mid-round", "[replica][budget]") {
@@ -544,49 +567,12 @@ TEST_CASE("region_agent: a round plan's overlap runs the round as a job with tha
 }
 
 TEST_CASE("region_agent: a time-budgeted round whose regions report no tokens averages by steps", "[replica][budget]") {
-  std::vector<std::unique_ptr<SimRegion>> regions;
-  for (uint32_t i = 0; i < 2; ++i) {
-    regions.push_back(std::make_unique<SimRegion>(i, 2, ls::SyncKind::kDiLoCo, 10));
-    regions[i]->options.outer = {.name = "sgd", .lr = 1.0f, .momentum = 0.0f};
-    regions[i]->options.compression.codec = ls::Codec::kFp32;
-    regions[i]->Rebuild();
-  }
-  const double step[2] = {0.01, 0.02};
-  ls::InProcessGroup wan(2);
-  std::vector<longhaul::Result<lw::RoundResult>> results(2, longhaul::Internal("not run"));
-  std::vector<std::vector<float>> final_local(2);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 2; ++i) {
-    threads.emplace_back([&, i] {
-      SimRegion& r = *regions[i];
-      lw::RoundInputs in;
-      in.round = 1;
-      in.compute_budget_seconds = 0.1;
-      in.max_inner_steps = 20;
-      results[i] = [&]() -> longhaul::Result<lw::RoundResult> {
-        LONGHAUL_RETURN_IF_ERROR(r.replica->BeginRound(in, &wan.link(i)));
-        for (;;) {
-          LONGHAUL_ASSIGN_OR_RETURN(float loss, r.trainer->ComputeGradients());
-          r.trainer->ApplyGradients();
-          auto params = r.trainer->model().params();
-          final_local[i].assign(params.begin(), params.end());
-          LONGHAUL_ASSIGN_OR_RETURN(bool last, r.replica->AfterInnerStep(loss, /*tokens=*/0, step[i]));
-          if (last) break;
-        }
-        return r.replica->EndRound();
-      }();
-    });
-  }
-  for (auto& t : threads) t.join();
+  BudgetedRound round({0.01, 0.02}, /*tokens=*/0);
+  const auto& results = round.results;
   for (auto& r : results) REQUIRE(r.ok());
   REQUIRE(results[0]->inner_steps == 10);
   REQUIRE(results[1]->inner_steps == 5);
   CHECK(results[1]->param_hash == results[0]->param_hash);
-  const auto theta = regions[0]->replica->theta();
-  double worst = 0;
-  for (size_t k = 0; k < theta.size(); ++k) {
-    const double want = (10.0 * final_local[0][k] + 5.0 * final_local[1][k]) / 15.0;
-    worst = std::max(worst, std::abs(theta[k] - want));
-  }
-  CHECK(worst < 1e-5);
+  // theta(1) = (10 local_0 + 5 local_1) / 15: weighted by steps.
+  CHECK(round.WorstDeviation({10, 5}) < 1e-5);
 }
