@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include <spdlog/spdlog.h>
+
 #include "sqlite_stmt.h"
 
 namespace longhaul::orchestrator {
@@ -100,6 +102,9 @@ Result<std::unique_ptr<StateStore>> StateStore::Open(const std::filesystem::path
   sqlite3_busy_timeout(db, 5000);
   // WAL: a commit is durable once its frames are in the log; synchronous=FULL
   // fsyncs the log on every commit so a power cut keeps committed rounds too.
+  // Every committed write is then checkpointed into this file and the WAL
+  // emptied before it is acknowledged (StateStore::Commit), so nothing
+  // acknowledged lives only in the WAL.
   LONGHAUL_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
                                .WithContext("state file '" + file.string() + "'"));
   if (!create) {
@@ -120,6 +125,7 @@ Result<std::unique_ptr<StateStore>> StateStore::Open(const std::filesystem::path
   }
   Status migrated = store->Migrate();
   if (!migrated.ok()) return migrated.WithContext("state file '" + file.string() + "'");
+  store->CheckpointWal();  // the schema (or its migration) too
   return store;
 }
 
@@ -147,7 +153,19 @@ Status StateStore::Commit(std::string_view kind, std::string_view subject) {
   Status s = Exec("COMMIT");
   if (!s.ok()) return Rollback(s);
   if (write_hook_) (void)write_hook_(w, true);  // documented: after COMMIT the hook cannot fail the write
+  CheckpointWal();
   return Status::Ok();
+}
+
+void StateStore::CheckpointWal() {
+  if (!checkpoint_on_commit_) return;
+  int log_frames = 0, copied = 0;
+  const int rc = sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_TRUNCATE, &log_frames, &copied);
+  // One connection, no readers: it cannot be busy. An I/O error leaves the
+  // write committed in the WAL (durable: synchronous=FULL), so the caller is
+  // not told it failed (it would retry a write that happened); it is logged.
+  if (rc != SQLITE_OK)
+    spdlog::error("state store: checkpoint after a committed write failed: {}", sqlite3_errmsg(db_));
 }
 
 Status StateStore::Migrate() {
