@@ -9,6 +9,7 @@ PACKAGES=(
   libzmq3-dev cppzmq-dev libsodium-dev
   libprotobuf-dev protobuf-compiler
   prometheus-cpp-dev
+  libssl-dev libcrypt-dev openssl
   libcli11-dev catch2
   libgloo-dev
   libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev

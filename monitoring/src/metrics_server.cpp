@@ -1,34 +1,67 @@
 #include "longhaul/monitoring/metrics_server.h"
 
-#include <exception>
+#include <prometheus/text_serializer.h>
+
+#include "http_server.h"
+#include "longhaul/monitoring/web_config.h"
 
 namespace longhaul::monitoring {
 
+namespace {
+constexpr const char* kPrometheusTextFormat = "text/plain; version=0.0.4; charset=utf-8";
+}  // namespace
+
+MetricsServer::MetricsServer() = default;
+MetricsServer::~MetricsServer() = default;
+
 Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& bind_address) {
-  const auto colon = bind_address.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == bind_address.size())
-    return InvalidArgument("metrics address '" + bind_address + "' is not host:port");
-  std::unique_ptr<MetricsServer> server(new MetricsServer());
-  server->host_ = bind_address.substr(0, colon);
-  try {
-    // civetweb serves each connection on one thread until it closes: with the
-    // library's default of 2 threads, two idle TCP connections held /metrics
-    // hostage for ~30 s. More threads, and idle or slow connections cut after a
-    // short timeout, so no client can hold up a scrape.
-    server->exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
-        "listening_ports", bind_address, "num_threads", "16", "request_timeout_ms", "2000",
-        "enable_keep_alive", "no"});
-  } catch (const std::exception& e) {
-    return Unavailable("cannot serve metrics on " + bind_address + ": " + e.what());
+  MetricsServerOptions options;
+  options.bind_address = bind_address;
+  return Start(options);
+}
+
+Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const MetricsServerOptions& options) {
+  const std::string& address = options.bind_address;
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size())
+    return InvalidArgument("metrics address '" + address + "' is not host:port");
+
+  HttpServerOptions http;
+  http.bind_address = address;
+  http.request_timeout = options.request_timeout;
+  http.max_connections = options.max_connections;
+  if (!options.web_config_file.empty()) {
+    auto web = LoadWebConfig(options.web_config_file);
+    if (!web.ok()) return web.status();
+    http.tls = web->tls;
+    http.basic_auth_users = web->basic_auth_users;
   }
-  const auto ports = server->exposer_->GetListeningPorts();
-  if (ports.empty()) return Unavailable("metrics exposer on " + bind_address + " has no listening port");
-  server->port_ = ports.front();
+
+  std::unique_ptr<MetricsServer> server(new MetricsServer());
+  server->host_ = address.substr(0, colon);
   server->registry_ = std::make_shared<prometheus::Registry>();
-  server->exposer_->RegisterCollectable(server->registry_);
+  std::shared_ptr<prometheus::Registry> registry = server->registry_;
+  auto started = HttpServer::Start(http, [registry](std::string_view path) {
+    HttpResponse r;
+    if (path != "/metrics") {
+      r.status = 404;
+      r.body = "not found: this server serves /metrics\n";
+      return r;
+    }
+    r.content_type = kPrometheusTextFormat;
+    r.body = prometheus::TextSerializer{}.Serialize(registry->Collect());
+    return r;
+  });
+  if (!started.ok()) return started.status();
+  server->http_ = std::move(*started);
+  server->port_ = server->http_->port();
+  server->tls_ = server->http_->tls();
+  server->basic_auth_ = !http.basic_auth_users.empty();
   return server;
 }
 
-std::string MetricsServer::url() const { return "http://" + host_ + ":" + std::to_string(port_) + "/metrics"; }
+std::string MetricsServer::url() const {
+  return std::string(tls_ ? "https://" : "http://") + host_ + ":" + std::to_string(port_) + "/metrics";
+}
 
 }  // namespace longhaul::monitoring

@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   using namespace longhaul;
   CLI::App app{"longhaul-orchestrator - control plane"};
   std::string bind = "tcp://127.0.0.1:0", state_file = "longhaul-state.sqlite", key_file, allowlist_path;
-  std::string metrics_addr = "127.0.0.1:0", endpoint_file, checkpoint_dir;
+  std::string metrics_addr = "127.0.0.1:0", metrics_web_config, endpoint_file, checkpoint_dir;
   int heartbeat_ms = 500, heartbeat_misses = 6, round_timeout_s = 600, max_attempts = 5;
   bool insecure = false, init = false;
   std::string log_level = "info";
@@ -40,6 +40,9 @@ int main(int argc, char** argv) {
   app.add_option("--key", key_file, "orchestrator key pair (.key) for CURVE");
   app.add_option("--allowlist", allowlist_path, "allowed client public keys: a file or a directory of .pub files");
   app.add_option("--metrics", metrics_addr, "host:port of /metrics (port 0 picks a free port)");
+  app.add_option("--web-config-file", metrics_web_config,
+                 "Prometheus web.yml for /metrics: TLS (tls_server_config) and basic auth (basic_auth_users); "
+                 "default plain HTTP (docs/monitoring.md)");
   app.add_option("--endpoint-file", endpoint_file, "write the bound control endpoint and metrics URL here");
   app.add_option("--checkpoint-dir", checkpoint_dir, "where regions write checkpoints (<dir>/<job>)");
   app.add_option("--heartbeat-ms", heartbeat_ms, "heartbeat interval agents are told to use")->check(CLI::Range(10, 60000));
@@ -94,7 +97,8 @@ int main(int argc, char** argv) {
   const bool fresh = !std::filesystem::exists(state_file) || std::filesystem::file_size(state_file, size_ec) == 0;
   auto store = orchestrator::StateStore::Open(state_file, /*create=*/fresh && init);
   if (!store.ok()) return Fail(store.status());
-  auto metrics_server = monitoring::MetricsServer::Start(metrics_addr);
+  auto metrics_server =
+      monitoring::MetricsServer::Start({.bind_address = metrics_addr, .web_config_file = metrics_web_config});
   if (!metrics_server.ok()) return Fail(metrics_server.status());
   orchestrator::OrchestratorMetrics metrics((*metrics_server)->registry());
   auto server = orchestrator::ControlServer::Start(server_options);

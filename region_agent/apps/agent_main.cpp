@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
   app.add_option("--data-host", o.data_host, "host the workers' WAN endpoints bind on")->default_val("127.0.0.1");
   app.add_option("--work-dir", work_dir, "folder for job files, worker logs and rendezvous")->required();
   app.add_option("--metrics", o.metrics_bind, "HOST:PORT of /metrics (port 0 = any)")->default_val("127.0.0.1:0");
+  app.add_option("--web-config-file", o.metrics_web_config,
+                 "Prometheus web.yml for /metrics: TLS and basic auth; default plain HTTP (docs/monitoring.md)");
   app.add_option("--wan-rate-mbit", o.wan_rate_mbit, "emulate this region's WAN link: rate (0 = no emulation)");
   app.add_option("--wan-delay-ms", o.wan_delay_ms, "emulated one-way delay");
   app.add_option("--wan-jitter-ms", o.wan_jitter_ms, "emulated delay jitter");
@@ -91,8 +93,7 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
   // Tests and scripts read these lines to find the ports.
-  std::printf("metrics on http://%s/metrics\n",
-              (o.metrics_bind.substr(0, o.metrics_bind.rfind(':')) + ":" + std::to_string((*agent)->metrics_port())).c_str());
+  std::printf("metrics on %s\n", (*agent)->metrics_url().c_str());
   std::printf("agent %s running\n", o.region.c_str());
   std::fflush(stdout);
   auto status = (*agent)->Run(g_stop);

@@ -41,6 +41,7 @@ class Agent {
   Status Run(const std::atomic<bool>& stop);
 
   int metrics_port() const { return metrics_->port(); }
+  std::string metrics_url() const { return metrics_->url(); }
   const std::string& worker_endpoint() const { return worker_endpoint_; }
 
  private:

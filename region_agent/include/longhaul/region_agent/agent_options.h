@@ -26,6 +26,7 @@ struct AgentOptions {
   std::string data_host = "127.0.0.1";         // host the workers' WAN endpoints bind on
   std::filesystem::path work_dir;              // per-job folders, logs, rendezvous stores
   std::string metrics_bind = "127.0.0.1:0";
+  std::string metrics_web_config;  // Prometheus web.yml for /metrics (TLS, basic auth); "" = plain HTTP
   // WAN link emulation: rate > 0 starts one longhaul-linkem per worker in front
   // of its WAN endpoint and advertises the linkem's address instead.
   double wan_rate_mbit = 0;
