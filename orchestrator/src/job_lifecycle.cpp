@@ -3,7 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <queue>
 
+#include "job_index.h"
 #include "job_runtime.h"
 #include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/proto/frame.h"
@@ -33,6 +35,7 @@ longhaul::Status Orchestrator::Transition(Job& job, std::string_view what, const
   longhaul::Status s = SaveJob(job);
   if (s.ok()) {
     job.write_error.clear();
+    index_->Update(job);
     return s;
   }
   job.rec = std::move(rec);
@@ -52,19 +55,41 @@ void Orchestrator::Event(const Job& job, const std::string& kind, const std::str
 
 std::map<std::string, std::string> Orchestrator::RegionAssignments() const {
   std::map<std::string, std::string> out;
-  for (const auto& [id, job] : jobs_)
-    if (job->active() && job->rec.state != JobState::kSubmitted)
-      for (const auto& m : job->members) out[m.region] = id;
+  for (const auto& id : index_->placed())
+    for (const auto& m : jobs_.at(id)->members) out[m.region] = id;
+  return out;
+}
+
+std::vector<Orchestrator::Job*> Orchestrator::PlacedJobs() {
+  std::vector<Job*> out;  // a copy: handling a job may file it elsewhere
+  for (const auto& id : index_->placed()) out.push_back(jobs_.at(id).get());
   return out;
 }
 
 void Orchestrator::PlaceWaitingJobs() {
-  for (auto& [id, job] : jobs_) {
-    if (job->rec.state != JobState::kSubmitted || job->pending_finish) continue;
-    JobPlacement p = PlaceJob(job->rec.spec, registry_.Health(RegionAssignments()));
+  // Jobs of one placement class get one answer from PlaceJob on the same
+  // regions, and a pass only ever takes regions: once a class's next job
+  // cannot be placed, none of the class can in this pass. Classes are merged
+  // by job id (a min-heap of each class's next job), so jobs are tried in
+  // submit order with backfill, at O(classes + placements) per pass, not O(jobs).
+  std::map<std::string, std::string> assignments = RegionAssignments();
+  using Next = std::pair<std::string, std::string>;  // job id, class
+  std::priority_queue<Next, std::vector<Next>, std::greater<>> next;
+  for (const auto& [cls, jobs] : index_->waiting()) next.push({jobs.begin()->first, cls});
+  while (!next.empty()) {
+    const std::string id = next.top().first, cls = next.top().second;
+    next.pop();
+    Job* job = jobs_.at(id).get();
+    const auto try_next = [&] {
+      if (Job* after = index_->NextWaiting(cls, id)) next.push({after->rec.id, cls});
+    };
+    if (job->pending_finish) {
+      try_next();
+      continue;
+    }
+    JobPlacement p = PlaceJob(job->rec.spec, registry_.Health(assignments));
     if (!p.ok) {
-      if (job->waiting_reason != p.reason) spdlog::info("{} waiting: {}", id, p.reason);
-      job->waiting_reason = p.reason;
+      if (index_->SetReason(cls, p.reason)) spdlog::info("{} waiting: {}", id, p.reason);
       continue;
     }
     longhaul::Status saved = Transition(*job, "scheduling the job", [&](Job& j) {
@@ -80,6 +105,8 @@ void Orchestrator::PlaceWaitingJobs() {
       j.phase_since = clock_.Now();
     });
     if (!saved.ok()) continue;  // still submitted: placed again on the next tick
+    for (const auto& m : job->members) assignments[m.region] = id;
+    try_next();
     job->waiting_reason.clear();
     spdlog::info("{} scheduled: {}", id, p.reason);
     Event(*job, "scheduled", p.reason);
@@ -172,8 +199,8 @@ void Orchestrator::HandleJobRejected(const std::string& identity, const v1::Cont
 }
 
 void Orchestrator::ObserveHeartbeat(const std::string& region, const v1::Heartbeat& hb) {
-  for (auto& [id, job] : jobs_) {
-    if (!job->active()) continue;
+  for (Job* job : PlacedJobs()) {
+    const std::string& id = job->rec.id;
     JobMember* m = job->Member(region);
     if (!m) continue;
     const bool lists = std::find(hb.running_jobs().begin(), hb.running_jobs().end(), id) != hb.running_jobs().end();
@@ -199,8 +226,8 @@ void Orchestrator::ObserveHeartbeat(const std::string& region, const v1::Heartbe
 }
 
 void Orchestrator::RegionWentDown(const std::string& region) {
-  for (auto& [id, job] : jobs_) {
-    if (!job->active() || job->rec.state == JobState::kSubmitted) continue;
+  for (Job* job : PlacedJobs()) {
+    const std::string& id = job->rec.id;
     if (!job->Member(region)) continue;
     Event(*job, "region_down", region + " is down");
     if (job->rec.state == JobState::kScheduled) {
@@ -216,6 +243,35 @@ void Orchestrator::RegionWentDown(const std::string& region) {
     });
     if (!saved.ok()) spdlog::warn("{}: rounds go on without {}, which the state file still lists as ready", id, region);
     if (job->attempt) DecideAttempt(*job);
+  }
+}
+
+void Orchestrator::RegionRestarted(const std::string& region) {
+  for (Job* job : PlacedJobs()) {
+    const std::string& id = job->rec.id;
+    const JobMember* m = job->Member(region);
+    if (!m || (!m->assignment_sent && !m->ready)) continue;
+    const auto forget = [&](Job& j) {
+      JobMember* lost = j.Member(region);
+      lost->ready = lost->holds_state = lost->assignment_sent = lost->confirmed = false;
+      lost->heartbeats_without_job = 0;
+      lost->detail = "agent restarted";
+    };
+    // Starts and rounds go by these flags in memory, so they change even when
+    // the write fails: the old process's launch is gone either way (a member
+    // the file still lists as ready is confirmed by heartbeats after a restart).
+    if (!Transition(*job, "recording a region whose agent restarted", forget).ok()) {
+      spdlog::warn("{}: {} is assigned again, which the state file still lists as ready", id, region);
+      forget(*job);
+    }
+    spdlog::warn("{}: the agent of {} restarted; assigning the job to it again", id, region);
+    Event(*job, "region_restarted", region + "'s agent restarted (a new session); assigned again");
+    if (job->rec.state == JobState::kScheduled) {
+      CheckScheduledJob(*job);
+    } else {
+      SendAssignments(*job);
+      if (job->attempt) DecideAttempt(*job);
+    }
   }
 }
 

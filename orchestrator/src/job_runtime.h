@@ -50,6 +50,14 @@ struct Orchestrator::Job {
     std::string reason;
   };
   std::optional<PendingFinish> pending_finish;  // decided, but not yet in the state file
+  std::string placement_class;       // PlacementClass(rec.spec): set once, the spec never changes
+  // Where JobIndex filed the job last (so it can take it out again).
+  struct Filing {
+    bool filed = false, waiting = false, placed = false, counted = false;
+    JobState state = JobState::kSubmitted;
+    size_t spec_bytes = 0;
+  };
+  Filing filing;
 
   JobMember* Member(const std::string& region) {
     for (auto& m : members)

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "job_index.h"
 #include "job_runtime.h"
 #include "longhaul/orchestrator/authorization.h"
 
@@ -28,6 +29,8 @@ v1::JobStatus Orchestrator::BuildStatus(const Job& job) const {
   s.set_state(std::string(JobStateName(rec.state)));
   if (!job.write_error.empty())
     s.set_reason(job.write_error);
+  else if (rec.state == JobState::kSubmitted && !index_->Reason(job.placement_class).empty())
+    s.set_reason(index_->Reason(job.placement_class));
   else if (rec.state == JobState::kRunning || rec.state == JobState::kSubmitted)
     s.set_reason(job.waiting_reason.empty() ? rec.reason : job.waiting_reason);
   else

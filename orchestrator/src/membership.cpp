@@ -56,6 +56,12 @@ JobPlacement PlaceJob(const v1::JobSpec& spec, const std::vector<RegionHealth>& 
   return out;
 }
 
+std::string PlacementClass(const v1::JobSpec& spec) {
+  std::string c = std::to_string(RequiredRegions(spec)) + "/" + std::to_string(spec.workers_per_region()) + "/";
+  for (const auto& r : spec.regions()) c += r + ",";
+  return c;
+}
+
 RoundMembership PlanRoundMembership(const std::vector<JobMemberView>& members, uint32_t min_regions) {
   RoundMembership out;
   std::vector<std::string> problems;

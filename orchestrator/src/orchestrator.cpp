@@ -6,6 +6,7 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <spdlog/spdlog.h>
 
+#include "job_index.h"
 #include "job_runtime.h"
 #include "job_spec_limits.h"
 #include "longhaul/orchestrator/authorization.h"
@@ -23,6 +24,7 @@ Orchestrator::Orchestrator(StateStore* store, const Clock& clock, OrchestratorOp
       metrics_(metrics),
       send_(std::move(send)),
       registry_(clock, options_.timeouts),
+      index_(std::make_unique<JobIndex>()),
       started_at_(clock.Now()) {}
 
 Orchestrator::~Orchestrator() = default;
@@ -78,6 +80,8 @@ Status Orchestrator::Restore() {
       Event(*job, "restored",
             "orchestrator restarted; resuming after committed round " + std::to_string(job->rec.last_committed_round));
     }
+    job->placement_class = PlacementClass(job->rec.spec);
+    index_->Update(*job);
     jobs_[job->rec.id] = std::move(job);
   }
   return Status::Ok();
@@ -182,33 +186,34 @@ void Orchestrator::HandleRegister(const std::string& identity, const v1::Control
     return refuse("state_write_failed", "the orchestrator could not record region '" + reg.region() +
                                             "' in its state file: " + saved.message());
   }
-  registry_.Register(identity, reg, key);
+  const bool restarted = registry_.Register(identity, reg, key);
   r->set_accepted(true);
   r->set_reason("registered");
-  spdlog::info("region {} registered ({} workers, data host {}{})", reg.region(), reg.capacity().workers(),
-               reg.data_host(), bound.name.empty() ? "" : ", agent key " + bound.name);
+  spdlog::info("region {} registered ({} workers, data host {}{}{})", reg.region(), reg.capacity().workers(),
+               reg.data_host(), bound.name.empty() ? "" : ", agent key " + bound.name,
+               restarted ? ", a new agent process" : "");
   Reply(identity, msg, std::move(reply));
+  if (restarted) RegionRestarted(reg.region());
 }
 
 void Orchestrator::HandleRemoveRegion(const std::string& identity, const v1::ControlMessage& msg) {
   const auto& req = msg.remove_region();
-  const std::string name = req.region().substr(0, 64);
+  const std::string name = spec_limits::ShortQuote(req.region());  // valid UTF-8 in the reply, however long
   const RegionEntry* r = registry_.Find(req.region());
-  if (!r) return ReplyError(identity, msg, NotFound("unknown region '" + name + "'"));
-  for (const auto& [id, job] : jobs_) {
-    if (!job->active()) continue;
+  if (!r) return ReplyError(identity, msg, NotFound("unknown region " + name));
+  for (const Job* job : PlacedJobs()) {
     for (const auto& m : job->members)
       if (m.region == r->name)
         return ReplyError(identity, msg,
-                          FailedPrecondition("region '" + name + "' takes part in job " + id + " (" + std::string(JobStateName(job->rec.state)) +
-                                             "); cancel the job first"));
+                          FailedPrecondition("region " + name + " takes part in job " + job->rec.id + " (" +
+                                             std::string(JobStateName(job->rec.state)) + "); cancel the job first"));
   }
   if (r->up && !req.force())
     return ReplyError(identity, msg,
-                      FailedPrecondition("region '" + name + "' is up (its agent is heartbeating); stop the agent "
+                      FailedPrecondition("region " + name + " is up (its agent is heartbeating); stop the agent "
                                          "first, or pass --force (a live agent registers again at once)"));
   if (Status s = store_->DeleteRegion(r->name); !s.ok())
-    return ReplyError(identity, msg, s.WithContext("removing region '" + name + "' from the state file"));
+    return ReplyError(identity, msg, s.WithContext("removing region " + name + " from the state file"));
   v1::ControlMessage reply;
   reply.mutable_remove_region_reply()->set_region(r->name);
   reply.mutable_remove_region_reply()->set_released_key(r->agent_key.name);
@@ -279,6 +284,8 @@ void Orchestrator::HandleSubmit(const std::string& identity, const v1::ControlMe
   job->phase_since = clock_.Now();
   spdlog::info("job {} '{}' submitted: {} rounds on {} regions", *id, spec.name(), spec.rounds(),
                RequiredRegions(spec));
+  job->placement_class = PlacementClass(spec);
+  index_->Update(*job);
   jobs_[*id] = std::move(job);
   v1::ControlMessage reply;
   reply.mutable_submit_job_reply()->set_job_id(*id);
@@ -317,13 +324,9 @@ void Orchestrator::HandleListJobs(const std::string& identity, const v1::Control
 
 Status Orchestrator::CheckQuota(const PeerKey& owner, const v1::JobSpec& spec) const {
   if (owner.public_key.empty()) return Status::Ok();
-  int active = 0;
-  size_t bytes = spec.ByteSizeLong();
-  for (const auto& [id, job] : jobs_) {
-    if (job->rec.owner_key != owner.public_key || !job->active()) continue;
-    ++active;
-    bytes += job->rec.spec.ByteSizeLong();
-  }
+  const JobIndex::Usage used = index_->UsageOf(owner.public_key);
+  const int active = used.active;
+  const size_t bytes = spec.ByteSizeLong() + used.spec_bytes;
   if (active >= options_.max_active_jobs_per_key) {
     return ResourceExhausted("key '" + owner.name + "' has " + std::to_string(active) +
                              " jobs not yet ended; the limit per key is " +
@@ -403,9 +406,7 @@ void Orchestrator::Tick() {
 
 void Orchestrator::UpdateGauges() {
   if (!metrics_) return;
-  std::map<std::string, int> counts;
-  for (const auto& [id, job] : jobs_) counts[std::string(JobStateName(job->rec.state))]++;
-  metrics_->SetJobsByState(counts);
+  metrics_->SetJobsByState(index_->CountsByState());
   const int up = static_cast<int>(registry_.UpCount());
   metrics_->SetRegions(up, static_cast<int>(registry_.regions().size()) - up);
 }

@@ -20,8 +20,10 @@ std::optional<std::string> RegionRegistry::RegisterRefusal(const v1::RegisterReg
   return std::nullopt;
 }
 
-void RegionRegistry::Register(const std::string& identity, const v1::RegisterRegion& msg, const PeerKey& key) {
+bool RegionRegistry::Register(const std::string& identity, const v1::RegisterRegion& msg, const PeerKey& key) {
   RegionEntry& r = regions_[msg.region()];
+  const bool restarted = !r.session.empty() && !msg.session_id().empty() && r.session != msg.session_id();
+  r.session = msg.session_id();
   r.name = msg.region();
   if (r.agent_key.public_key.empty()) r.agent_key = key;
   r.identity = identity;
@@ -33,6 +35,7 @@ void RegionRegistry::Register(const std::string& identity, const v1::RegisterReg
   r.heartbeat_seen = false;
   r.detail.clear();
   r.running_jobs.clear();
+  return restarted;
 }
 
 Status RegionRegistry::Heartbeat(const std::string& identity, const v1::Heartbeat& msg) {

@@ -198,12 +198,19 @@ Status StateStore::Migrate() {
 Result<std::string> StateStore::CreateJob(const v1::JobSpec& spec, double now, const std::string& idempotency_key,
                                           const std::string& owner_key, const std::string& owner_name) {
   LONGHAUL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  // Jobs created so far, kept in meta (counting the jobs table on every submit
+  // cost O(N): a third of the submit rate at 30,000 jobs); a file from before
+  // the counter counts once. Jobs are never deleted, so the two agree.
   int64_t n = 0;
-  {
-    Stmt q(db_, "SELECT COUNT(*) FROM jobs");
+  for (const char* sql : {"SELECT value FROM meta WHERE key='jobs_created'", "SELECT COUNT(*) FROM jobs"}) {
+    Stmt q(db_, sql);
     Status err;
-    if (q.Step(&err)) n = q.Int(0);
+    const bool found = q.Step(&err);
     if (!err.ok()) return Rollback(err);
+    if (found) {
+      n = q.Int(0);
+      break;
+    }
   }
   char id[32];
   std::snprintf(id, sizeof(id), "job-%06lld", static_cast<long long>(n + 1));
@@ -218,6 +225,10 @@ Result<std::string> StateStore::CreateJob(const v1::JobSpec& spec, double now, c
                  .Text(6, owner_key)
                  .Text(7, owner_name)
                  .Run();
+  if (s.ok()) {
+    Stmt counter(db_, "INSERT OR REPLACE INTO meta (key, value) VALUES ('jobs_created', ?)");
+    s = counter.Bind(1, static_cast<int64_t>(n + 1)).Run();
+  }
   if (s.ok()) {
     Stmt ev(db_, "INSERT INTO events (time, job_id, kind, message) VALUES (?, ?, 'submitted', ?)");
     s = ev.Bind(1, now).Text(2, id).Text(3, "job '" + spec.name() + "' submitted").Run();

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "longhaul/common/random_token.h"
 #include "longhaul/proto/frame.h"
 #include "longhaul/region_agent/capacity.h"
 #include "longhaul/worker/job_config.h"
@@ -83,6 +84,7 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   session.insecure = o.insecure;
   session.capacity = ProbeCapacity(o.workers);
   session.data_host = o.data_host;
+  session.session_id = RandomToken();
   session.controller_endpoint = kSessionEndpoint;
   session.timeouts = o.timeouts;
   if (!o.insecure) {
@@ -109,7 +111,7 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
     return Unavailable(std::string("binding agent sockets: ") + e.what());
   }
 
-  auto metrics = monitoring::MetricsServer::Start(o.metrics_bind);
+  auto metrics = monitoring::MetricsServer::Start({.bind_address = o.metrics_bind, .web_config_file = o.metrics_web_config});
   if (!metrics.ok()) return metrics.status().WithContext("--metrics");
   agent->metrics_ = std::move(*metrics);
   agent->agent_metrics_ = std::make_unique<AgentMetrics>(agent->metrics_->registry(), o.region);

@@ -107,6 +107,7 @@ void OrchestratorSession::Run() {
       *reg->mutable_capacity() = options_.capacity;
       reg->set_data_host(options_.data_host);
       reg->set_agent_version(kAgentVersion);
+      reg->set_session_id(options_.session_id);
       SendToOrchestrator(*dealer, std::move(msg));
       last_register = now;
     }

@@ -299,6 +299,34 @@ TEST_CASE("acknowledged jobs survive a SIGKILL followed by a deleted, truncated 
   }
 }
 
+TEST_CASE("an agent that restarts while the job starts gets the job again at once, not after the round timeout",
+          "[control_plane][restart]") {
+  Cluster c("cp-agent-restart");
+  c.StartOrchestrator();  // heartbeats 100 ms x 5 misses, round timeout 10 s
+  for (const auto& r : {"eu-west", "us-east"})
+    c.agents.push_back(std::make_unique<FakeAgent>(
+        FakeAgentOptions{r, c.ep.control, c.dir / "keys" / (std::string(r) + ".key"), c.ep.public_key, 150ms, 100ms}));
+  FakeAgentOptions dying{"ap-south", c.ep.control, c.dir / "keys/ap-south.key", c.ep.public_key, 150ms, 100ms};
+  dying.answer_assignments = false;  // dies while it launches the job's workers
+  auto ap_south = std::make_unique<FakeAgent>(dying);
+  const std::string job = c.Submit(3);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (ap_south->assignments_received() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  REQUIRE(ap_south->assignments_received() == 1);
+  CHECK(c.Status(job).state() == "scheduled");
+  // Killed and restarted by systemd well inside the heartbeat-miss window.
+  const auto restarted_at = std::chrono::steady_clock::now();
+  ap_south.reset();
+  c.agents.push_back(std::make_unique<FakeAgent>(
+      FakeAgentOptions{"ap-south", c.ep.control, c.dir / "keys/ap-south.key", c.ep.public_key, 150ms, 100ms}));
+  auto st = c.WaitFor(job, [](const v1::JobStatus& s) { return s.state() == "running" || s.state() == "succeeded"; }, 8s);
+  REQUIRE((st.state() == "running" || st.state() == "succeeded"));
+  CHECK(std::chrono::steady_clock::now() - restarted_at < 5s);  // the round timeout is 10 s
+  st = c.WaitFor(job, [](const v1::JobStatus& s) { return s.state() == "succeeded"; }, 30s);
+  CHECK(st.state() == "succeeded");
+}
+
 TEST_CASE("a wrong-key agent and a wrong-key CLI are refused", "[control_plane]") {
   Cluster c("cp-keys");
   c.StartOrchestrator();

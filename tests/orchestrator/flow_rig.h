@@ -55,10 +55,14 @@ class Rig {
     m.set_request_id(++rid_);
     orch_->Handle(from, m, key);
   }
-  void Register(const std::string& region, const std::string& identity, const PeerKey& key = {}) {
+  // session: the agent process's id ("" = one per identity: a new identity is
+  // a new agent process unless the caller says it is a reconnect).
+  void Register(const std::string& region, const std::string& identity, const PeerKey& key = {},
+                const std::string& session = "") {
     v1::ControlMessage m;
     m.mutable_register_region()->set_region(region);
     m.mutable_register_region()->mutable_capacity()->set_workers(4);
+    m.mutable_register_region()->set_session_id(session.empty() ? "session-" + identity : session);
     Send(identity, m, key);
   }
   void Heartbeat(const std::string& region, const std::string& identity, std::vector<std::string> jobs = {}) {

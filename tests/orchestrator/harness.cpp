@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "longhaul/common/checksum.h"
+#include "longhaul/common/random_token.h"
 #include "longhaul/orchestrator/cli.h"
 
 namespace longhaul::testing {
@@ -32,7 +33,7 @@ std::string HttpGet(const std::string& url) {
   return testing::HttpGet(port, slash == std::string::npos ? "/" : url.substr(slash)).value_or("");
 }
 
-FakeAgent::FakeAgent(FakeAgentOptions o) : o_(std::move(o)) {
+FakeAgent::FakeAgent(FakeAgentOptions o) : o_(std::move(o)), session_(RandomToken()) {
   orchestrator::ControlClientOptions co;
   co.endpoint = o_.endpoint;
   co.own_keys = wan_transport::LoadKeyPair(o_.key_file).value();
@@ -80,6 +81,7 @@ void FakeAgent::Loop() {
       m.mutable_register_region()->set_region(o_.region);
       m.mutable_register_region()->mutable_capacity()->set_workers(4);
       m.mutable_register_region()->set_data_host("127.0.0.1");
+      m.mutable_register_region()->set_session_id(session_);
       (void)client_->Send(m);
       next_register = now + std::chrono::milliseconds(500);
     }
@@ -152,6 +154,8 @@ void FakeAgent::Handle(const v1::ControlMessage& m) {
     if (m.error().code() == v1::ERROR_CODE_NOT_FOUND) registered_ = false;
   } else if (m.has_job_assignment()) {
     const auto& a = m.job_assignment();
+    ++assignments_;
+    if (!o_.answer_assignments) return;
     {
       std::lock_guard<std::mutex> l(mu_);
       running_.insert(a.job_id());

@@ -39,6 +39,9 @@ struct FakeAgentOptions {
   std::string server_public_key;
   std::chrono::milliseconds round_time{50};
   std::chrono::milliseconds heartbeat{100};
+  // false: assignments are received but never answered (an agent that dies
+  // while it launches the job's workers).
+  bool answer_assignments = true;
 };
 
 // A region agent in a thread: registers, heartbeats, answers assignments with
@@ -54,6 +57,7 @@ class FakeAgent {
   // Sends these link measurements in a LinkReport once registered.
   void ReportLinks(std::vector<v1::LinkSample> links);
   bool registered() const { return registered_; }
+  int assignments_received() const { return assignments_; }
   const std::string& region() const { return o_.region; }
   // Rounds this agent saw committed, in order (a round twice = applied twice).
   std::vector<uint32_t> committed() const;
@@ -67,6 +71,8 @@ class FakeAgent {
   FakeAgentOptions o_;
   std::unique_ptr<orchestrator::ControlClient> client_;
   std::atomic<bool> stop_{false}, silent_{false}, bad_hash_{false}, registered_{false};
+  std::atomic<int> assignments_{0};
+  const std::string session_;  // RegisterRegion.session_id: one per FakeAgent, as per agent process
   mutable std::mutex mu_;
   std::vector<uint32_t> committed_;
   std::set<std::string> running_, stopped_;

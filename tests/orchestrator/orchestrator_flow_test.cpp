@@ -116,6 +116,58 @@ TEST_CASE("flow: regions assigned again before any round committed hold theta(0)
   CHECK(starts["id-a"].joining_regions_size() == 0);  // all hold theta(0): nothing to bootstrap
 }
 
+TEST_CASE("flow: an agent restarted while its job starts is assigned the job again at once, a reconnect is not",
+          "[orchestrator][restart]") {
+  Rig rig("restart-start");
+  for (auto& [r, id] : kAll) {
+    rig.Register(r, id);
+    rig.Heartbeat(r, id);
+  }
+  rig.Take();
+  const std::string job = rig.Submit(2);
+  REQUIRE(Count(rig.Take(), v1::ControlMessage::kJobAssignment) == 3);
+  rig.Ready(job, "a", "id-a");
+  rig.Ready(job, "b", "id-b");
+  rig.Pass(200ms, kAll, {job});  // c's agent launches its workers
+  CHECK(rig.o().JobStatusOf(job).value().state() == "scheduled");
+  rig.Take();
+
+  // The same process reconnecting (a new connection, the same session): nothing to redo.
+  rig.Register("c", "id-c-again", {}, "session-id-c");
+  CHECK(Count(rig.Take(), v1::ControlMessage::kJobAssignment) == 0);
+
+  // c's agent dies and systemd restarts it within the heartbeat-miss window: a
+  // new session. The job is assigned to it at once, not after the round timeout.
+  rig.Register("c", "id-c2");
+  auto sent = rig.Take();
+  REQUIRE(Count(sent, v1::ControlMessage::kJobAssignment) == 1);
+  for (const auto& s : sent)
+    if (s.msg.has_job_assignment()) CHECK(s.to == "id-c2");
+  const auto events = rig.store().LoadEvents(job, 50);
+  REQUIRE(events.ok());
+  CHECK(std::any_of(events->begin(), events->end(), [](const auto& e) { return e.kind == "region_restarted"; }));
+  rig.Ready(job, "c", "id-c2");
+  auto starts = Starts(rig.Take());
+  REQUIRE(starts.size() == 3);
+  CHECK(starts.count("id-c2") == 1);
+  CHECK(rig.o().JobStatusOf(job).value().state() == "running");
+}
+
+TEST_CASE("flow: an agent restarted mid-round is assigned the job again at once and the round goes on without it",
+          "[orchestrator][restart]") {
+  Rig rig("restart-round");
+  const std::string job = StartJob(rig, 3);
+  rig.Register("c", "id-c2");  // c's agent restarted: its launch is gone
+  auto sent = rig.Take();
+  REQUIRE(Count(sent, v1::ControlMessage::kJobAssignment) == 1);
+  for (const auto& s : sent)
+    if (s.msg.has_job_assignment()) CHECK(s.to == "id-c2");
+  auto starts = Starts(sent);  // round 1 retried at once with the two that still run it
+  REQUIRE(starts.size() == 2);
+  CHECK(starts["id-a"].round() == 1);
+  CHECK(starts["id-a"].participants_size() == 2);
+}
+
 TEST_CASE("a restarted orchestrator resumes from the last committed round with a new epoch", "[orchestrator]") {
   Rig rig("restart");
   const std::string job = StartJob(rig, 3);

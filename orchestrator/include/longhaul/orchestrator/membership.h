@@ -32,6 +32,9 @@ struct JobPlacement {
 // Regions for a job that is waiting to start: its named regions, or the first
 // region_count healthy free regions (by name, deterministic).
 JobPlacement PlaceJob(const v1::JobSpec& spec, const std::vector<RegionHealth>& regions);
+// What PlaceJob reads of a spec: specs of one class get the same answer on the
+// same regions.
+std::string PlacementClass(const v1::JobSpec& spec);
 
 // One region of a running job, as the round planner sees it.
 struct JobMemberView {

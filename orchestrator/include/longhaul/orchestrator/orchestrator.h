@@ -31,6 +31,8 @@
 
 namespace longhaul::orchestrator {
 
+class JobIndex;
+
 struct OrchestratorOptions {
   Timeouts timeouts;                    // heartbeat_interval, heartbeat_misses, round, job_idle
   std::filesystem::path checkpoint_dir; // RoundCommand.checkpoint_dir = <dir>/<job id>
@@ -100,12 +102,19 @@ class Orchestrator {
   void HandleJobRejected(const std::string& identity, const v1::ControlMessage& msg);
   void ObserveHeartbeat(const std::string& region, const v1::Heartbeat& hb);
   void RegionWentDown(const std::string& region);
+  // The region's agent registered from a new process: every launch the old one
+  // had is gone, so each job assigned to it is assigned again at once (not
+  // after the heartbeats without the job, nor, while a job starts, the round
+  // timeout: the restart falls inside the heartbeat-miss window).
+  void RegionRestarted(const std::string& region);
   // Durable before announced; if the write fails the job keeps its state and
   // the outcome is pending (Job::pending_finish) until Tick can write it.
   void FinishJob(Job& job, JobState state, const std::string& reason);
   void CheckScheduledJob(Job& job);
   void ReleaseScheduledJob(Job& job, const std::string& why);
   std::map<std::string, std::string> RegionAssignments() const;
+  // Scheduled and running jobs (the only ones with regions), in id order.
+  std::vector<Job*> PlacedJobs();
   longhaul::Status SaveJob(Job& job);
   // Applies `change` to the job and saves it. A failed write puts the job back
   // as it was, so nothing is announced from a state the file does not hold and
@@ -135,6 +144,7 @@ class Orchestrator {
   RegionRegistry registry_;
   LinkTable links_;
   std::map<std::string, std::unique_ptr<Job>> jobs_;
+  std::unique_ptr<JobIndex> index_;  // jobs_ filed by state, placement class and owner (src/job_index.h)
   std::map<std::string, std::string> by_idempotency_key_;  // submitter's key -> job id
   Clock::TimePoint started_at_;
 };

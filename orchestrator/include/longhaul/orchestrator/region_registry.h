@@ -34,6 +34,7 @@ struct RegionEntry {
   std::string name;
   PeerKey agent_key;     // the key the name is bound to; empty = unbound
   std::string identity;  // ZeroMQ routing id of the agent's DEALER
+  std::string session;   // the agent process's RegisterRegion.session_id ("" = not known)
   v1::Capacity capacity;
   std::string data_host;
   Clock::TimePoint last_heard{};
@@ -53,7 +54,9 @@ class RegionRegistry {
   std::optional<std::string> RegisterRefusal(const v1::RegisterRegion& msg, const PeerKey& key) const;
   // Registers (or re-registers: agent restart, orchestrator restart) a region
   // that RegisterRefusal admitted, binding an unbound name to `key`.
-  void Register(const std::string& identity, const v1::RegisterRegion& msg, const PeerKey& key);
+  // Returns true when the region was registered by another agent process
+  // before (both session ids known and different): that agent restarted.
+  bool Register(const std::string& identity, const v1::RegisterRegion& msg, const PeerKey& key);
   // kNotFound when the region is unknown or was registered from another identity.
   Status Heartbeat(const std::string& identity, const v1::Heartbeat& msg);
   // A region known from the state file but not heard from since this start.

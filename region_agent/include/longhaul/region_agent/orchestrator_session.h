@@ -31,6 +31,7 @@ struct SessionOptions {
   std::string server_public_key;      // the orchestrator's
   v1::Capacity capacity;
   std::string data_host;
+  std::string session_id;             // RegisterRegion.session_id: one per agent process
   std::string controller_endpoint;    // inproc:// address the controller's PAIR is bound to
   Timeouts timeouts;
   Duration register_retry{std::chrono::seconds(1)};
