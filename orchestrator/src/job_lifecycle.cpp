@@ -124,6 +124,11 @@ void Orchestrator::SendAssignments(Job& job) {
     a->set_region(m.region);
     a->set_region_index(m.index);
     a->set_start_round(job.rec.last_committed_round + 1);
+    if (!m.restore_from.empty()) {
+      a->set_checkpoint_path(m.restore_from);
+      a->set_checkpoint_round(job.rec.last_committed_round);
+      a->set_checkpoint_param_hash(job.last_hash);
+    }
     SendToRegion(m.region, std::move(msg));
     m.assignment_sent = true;
     m.assigned_at = clock_.Now();
@@ -163,8 +168,12 @@ void Orchestrator::HandleJobReady(const std::string& identity, const v1::Control
     // Until a round commits, every region initialises theta(0) from the job
     // seed, so all hold the state: also one assigned again after round 1
     // failed (else no region could bootstrap the others and round 1 would
-    // wait for ever).
-    m->holds_state = j.rec.last_committed_round == 0;
+    // wait for ever). Later, a region holds it when its workers restored the
+    // checkpoint of the last committed round it was assigned (they verified
+    // the round and the committed hash).
+    m->holds_state = j.rec.last_committed_round == 0 ||
+                     (!m->restore_from.empty() && r.restored_round() == j.rec.last_committed_round);
+    m->restore_from.clear();
   });
   if (!saved.ok()) {
     // Not ready as far as the state file knows: the assignment goes out again
@@ -189,6 +198,16 @@ void Orchestrator::HandleJobRejected(const std::string& identity, const v1::Cont
   spdlog::warn("{}: {}", job.rec.id, why);
   m->ready = false;
   m->detail = "rejected: " + r.error().message();
+  if (!m->restore_from.empty()) {
+    // Its checkpoint was refused (missing, damaged, another round or hash):
+    // the next round start tries another region's; this one is assigned
+    // again without it and joins from whichever region restores.
+    job.checkpoints_refused.insert(r.region());
+    m->restore_from.clear();
+    m->assignment_sent = false;
+    Event(job, "restore_refused", why);
+    return;
+  }
   // Saved with the job's next change (here: failing it, when it fails).
   if (!r.error().worker_output().empty()) {
     job.rec.worker_output = r.region() + " " + PrintableTail(r.error().worker_output(), kMaxWorkerOutputBytes);
@@ -239,6 +258,7 @@ void Orchestrator::RegionWentDown(const std::string& region) {
     longhaul::Status saved = Transition(*job, "recording a region down", [&](Job& j) {
       JobMember* m = j.Member(region);
       m->ready = m->holds_state = m->assignment_sent = m->confirmed = false;
+      m->restore_from.clear();  // another region's checkpoint may be restored meanwhile
       m->detail = "down";
     });
     if (!saved.ok()) spdlog::warn("{}: rounds go on without {}, which the state file still lists as ready", id, region);

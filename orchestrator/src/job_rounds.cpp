@@ -58,6 +58,33 @@ void Orchestrator::DriveRunningJob(Job& job) {
   StartAttempt(job);
 }
 
+bool Orchestrator::RestoreFromCheckpoint(Job& job, const std::vector<JobMemberView>& views) {
+  if (job.rec.last_committed_round == 0) return false;  // every region starts from the seed
+  for (const auto& m : job.members)
+    if (!m.restore_from.empty()) return true;  // one under way: its JobReady or JobRejected decides
+  const std::string source = ChooseCheckpointSource(views, job.checkpoints, job.checkpoints_refused);
+  if (source.empty()) return false;
+  const std::string& path = job.checkpoints.at(source);
+  const std::string round = std::to_string(job.rec.last_committed_round);
+  // The region relaunches from its own checkpoint of the last committed round
+  // (its workers check the round and the committed hash); every other region
+  // is then bootstrapped from it at the next round, as after any rejoin.
+  longhaul::Status saved = Transition(job, "restoring from a checkpoint", [&](Job& j) {
+    JobMember* m = j.Member(source);
+    m->ready = m->assignment_sent = m->confirmed = false;
+    m->restore_from = path;
+    m->detail = "restoring round " + round + " from its checkpoint";
+  });
+  if (!saved.ok()) return true;  // tried again on the next tick
+  const std::string why = "no region holds the parameters of round " + round + "; " + source +
+                          " restores them from its checkpoint " + path;
+  spdlog::warn("{}: {}", job.rec.id, why);
+  Event(job, "restoring", why);
+  job.waiting_reason = "round " + std::to_string(job.rec.last_committed_round + 1) + " paused: " + why;
+  SendAssignments(job);
+  return true;
+}
+
 void Orchestrator::StartAttempt(Job& job) {
   std::vector<JobMemberView> views;
   for (const auto& m : job.members) {
@@ -66,6 +93,7 @@ void Orchestrator::StartAttempt(Job& job) {
                      r ? registry_.MissedHeartbeats(*r) : 0, m.detail});
   }
   RoundMembership ms = PlanRoundMembership(views, job.rec.spec.min_regions());
+  if (!ms.ok && RestoreFromCheckpoint(job, views)) return;
   if (!ms.ok) {
     const std::string reason = "round " + std::to_string(job.rec.last_committed_round + 1) + " paused: " + ms.reason;
     if (job.waiting_reason != reason) {
@@ -287,6 +315,8 @@ void Orchestrator::CommitAttempt(Job& job, const RoundDecision& d) {
   job.failed_attempts = 0;
   job.phase_since = clock_.Now();
   job.last_hash = c.param_hash;
+  job.checkpoints = {c.checkpoints.begin(), c.checkpoints.end()};
+  job.checkpoints_refused.clear();
   job.last_val_loss = c.val_loss;
   job.last_predicted = c.predicted_comm_seconds;
   job.last_actual = c.comm_seconds;

@@ -22,6 +22,7 @@ struct JobMember {
   v1::PeerEndpoint endpoint;
   std::string detail;
   std::optional<v1::RoundReport> last_report;
+  std::string restore_from;    // the checkpoint its next assignment restores ("" = none)
 };
 
 struct Orchestrator::Job {
@@ -44,6 +45,11 @@ struct Orchestrator::Job {
   double last_predicted = 0, last_actual = 0, last_val_loss = 0, last_round_wall = 0;
   v1::RoundPlan last_plan;           // the plan of the last committed round (since the orchestrator started)
   std::string last_hash;
+  // Each region's checkpoint of the last committed round (region -> path; a
+  // region can read only its own), and the regions whose checkpoint of it was
+  // refused (ChooseCheckpointSource skips them).
+  std::map<std::string, std::string> checkpoints;
+  std::set<std::string> checkpoints_refused;
   std::string write_error;           // the last failed state write, until one succeeds
   struct PendingFinish {
     JobState state;

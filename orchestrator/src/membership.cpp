@@ -62,6 +62,16 @@ std::string PlacementClass(const v1::JobSpec& spec) {
   return c;
 }
 
+std::string ChooseCheckpointSource(const std::vector<JobMemberView>& members,
+                                   const std::map<std::string, std::string>& checkpoints,
+                                   const std::set<std::string>& refused) {
+  for (const auto& m : members)
+    if (m.holds_state) return "";
+  for (const auto& m : members)
+    if (m.up && checkpoints.count(m.region) && !refused.count(m.region)) return m.region;
+  return "";
+}
+
 RoundMembership PlanRoundMembership(const std::vector<JobMemberView>& members, uint32_t min_regions) {
   RoundMembership out;
   std::vector<std::string> problems;

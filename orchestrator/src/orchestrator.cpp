@@ -55,6 +55,7 @@ Status Orchestrator::Restore() {
       LONGHAUL_ASSIGN_OR_RETURN(auto rounds, store_->LoadRounds(job->rec.id));
       if (!rounds.empty()) {
         job->last_hash = rounds.back().param_hash;
+        job->checkpoints = {rounds.back().checkpoints.begin(), rounds.back().checkpoints.end()};
         job->last_val_loss = rounds.back().val_loss;
         job->last_predicted = rounds.back().predicted_comm_seconds;
         job->last_actual = rounds.back().comm_seconds;

@@ -208,7 +208,8 @@ void Agent::HandleOrchestratorFrame(const zmq::message_t& frame) {
 }
 
 void Agent::OnAssignment(const v1::JobAssignment& a) {
-  if (auto it = jobs_.find(a.job_id()); it != jobs_.end() && it->second->phase() != RegionJob::Phase::kStopping) {
+  if (auto it = jobs_.find(a.job_id()); it != jobs_.end() && it->second->phase() != RegionJob::Phase::kStopping &&
+                                        it->second->assignment().checkpoint_path() == a.checkpoint_path()) {
     // Re-sent (e.g. after an orchestrator restart): answer again, launch nothing.
     if (it->second->endpoint()) {
       v1::ControlMessage msg;
@@ -216,6 +217,7 @@ void Agent::OnAssignment(const v1::JobAssignment& a) {
       ready->set_job_id(a.job_id());
       ready->set_region(options_.region);
       *ready->mutable_endpoint() = *it->second->endpoint();
+      ready->set_restored_round(it->second->restored_round());
       SendToOrchestrator(std::move(msg));
     }
     return;
@@ -227,8 +229,9 @@ void Agent::OnAssignment(const v1::JobAssignment& a) {
   if (config->command) config->command->argv.front() = program->string();  // exactly the file checked
   if (auto old = jobs_.find(a.job_id()); old != jobs_.end()) {
     // Assigned again while its previous launch here is still stopping (a worker
-    // or link emulator died and the orchestrator wants the region back): end
-    // that launch now (bounded: SIGTERM, then SIGKILL after 500 ms) so its slots
+    // or link emulator died and the orchestrator wants the region back), or to
+    // restore a checkpoint the running launch did not start from: end that
+    // launch now (bounded: SIGTERM, then SIGKILL after 500 ms) so its slots
     // are free for the new one. Counting them as busy refused the rejoin, and
     // the region was lost to the job for good.
     spdlog::info("job {}: assigned again; ending its previous launch first", a.job_id());
@@ -388,6 +391,7 @@ void Agent::OnHello(const std::string& routing_id, const v1::WorkerHello& hello)
   ready->set_job_id(job.job_id());
   ready->set_region(options_.region);
   *ready->mutable_endpoint() = *endpoint;
+  ready->set_restored_round(job.restored_round());
   SendToOrchestrator(std::move(msg));
 
   // Facts for the scheduler's predicted communication time and `longhaul status`.

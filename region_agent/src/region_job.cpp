@@ -210,9 +210,15 @@ Status RegionJob::OnHello(const std::string& routing_id, const v1::WorkerHello& 
     return Status(StatusCode::kInvalidArgument, "worker " + std::to_string(rank) + ": " + hello.error().message());
   }
   if (hello.wan_endpoint().empty()) return InvalidArgument("worker " + std::to_string(rank) + " reported no WAN endpoint");
+  if (assignment_.checkpoint_round() != 0 && hello.restored_round() != assignment_.checkpoint_round()) {
+    // Every worker restores the assignment's checkpoint, verified against its round and hash.
+    return DataLoss("worker " + std::to_string(rank) + " restored round " + std::to_string(hello.restored_round()) +
+                    ", the assignment's checkpoint holds round " + std::to_string(assignment_.checkpoint_round()));
+  }
   routing_ids_[rank] = routing_id;
   wan_endpoints_[rank] = hello.wan_endpoint();
   num_params_ = hello.num_params();
+  restored_round_ = hello.restored_round();
   loss_floor_ = hello.loss_floor();
   return Status::Ok();
 }

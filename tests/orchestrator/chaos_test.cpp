@@ -301,3 +301,39 @@ TEST_CASE("chaos: one WAN link cut (its linkem killed), the region relaunches an
   ChaosRun run("chaos-link");
   run.KillChildOfAgent("eu-west", "longhaul-linkem", "link cut (linkem killed)");
 }
+
+TEST_CASE("chaos: every agent killed with its workers and restarted, the job resumes from a region's checkpoint",
+          "[chaos][checkpoint]") {
+  // No region holds the last committed parameters any more: one restores them
+  // from its own checkpoint of that round (its workers check the round and the
+  // committed hash) and the others are bootstrapped from it.
+  RealCluster c("chaos-all-agents");
+  c.StartOrchestrator();
+  for (const auto& r : kRegions) c.StartAgent(r);
+  v1::JobSpec spec = ChaosSpec();
+  constexpr uint32_t kRounds = 8;
+  spec.set_rounds(kRounds);
+  spec.set_checkpoint_interval(1);
+  const std::string job = c.Submit(spec);
+  auto st = c.WaitFor(job, [](const v1::JobStatus& s) { return s.round() >= 2 || JobDone(s); }, 120s);
+  INFO("job " << job << ": " << st.reason() << " (logs in " << c.dir << ")");
+  REQUIRE(st.state() == "running");
+  const uint32_t killed_after = st.round();
+  const double fault_at = UnixNow();
+  for (const auto& r : kRegions) c.agents[r].Kill();  // agents, workers and their state
+  for (const auto& r : kRegions) CHECK(WaitForRegionState(c, r, "down", 10s));
+  for (const auto& r : kRegions) c.StartAgent(r);
+  st = c.WaitFor(job, JobDone, 180s);
+  INFO("after the restart: " << st.state() << ": " << st.reason());
+  REQUIRE(st.state() == "succeeded");
+  const auto rounds = c.Rounds(job);
+  REQUIRE(rounds.size() == kRounds);  // none lost, none applied twice (the table's key is the round)
+  CheckRoundsAndReplicas(c, job, rounds);
+  CHECK(st.param_hash() == rounds.back().param_hash);
+  const auto events = c.Events(job);
+  const auto restoring = std::find_if(events.begin(), events.end(), [&](const orchestrator::EventRecord& e) {
+    return e.kind == "restoring" && e.time >= fault_at;
+  });
+  REQUIRE(restoring != events.end());
+  std::printf("chaos: every agent killed after round %u; %s\n", killed_after, restoring->message.c_str());
+}

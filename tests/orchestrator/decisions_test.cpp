@@ -52,6 +52,19 @@ TEST_CASE("round membership: survivors, joiners and the minimum", "[membership]"
   CHECK_THAT(r.reason, Catch::Contains("no ready region holds"));
 }
 
+TEST_CASE("checkpoint source: only when no member holds state, an up member with its own checkpoint not refused",
+          "[membership][checkpoint]") {
+  std::vector<JobMemberView> m = {{"a", false, false, false, 9, ""}, {"b", true, true, false, 0, ""},
+                                  {"c", true, true, false, 0, ""}};
+  const std::map<std::string, std::string> ckpt = {{"a", "/c/a"}, {"b", "/c/b"}, {"c", "/c/c"}};
+  CHECK(ChooseCheckpointSource(m, ckpt, {}) == "b");          // a is down: its file is on its host
+  CHECK(ChooseCheckpointSource(m, ckpt, {"b"}) == "c");       // b's was refused
+  CHECK(ChooseCheckpointSource(m, ckpt, {"b", "c"}).empty()); // none left
+  CHECK(ChooseCheckpointSource(m, {{"a", "/c/a"}}, {}).empty());  // only a down region has one
+  m[2].holds_state = true;
+  CHECK(ChooseCheckpointSource(m, ckpt, {}).empty());  // c holds the state: it bootstraps the others
+}
+
 namespace {
 RoundAttempt Attempt(const ManualClock& clock) {
   RoundAttempt a;

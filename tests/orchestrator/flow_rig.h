@@ -72,16 +72,18 @@ class Rig {
     for (auto& j : jobs) m.mutable_heartbeat()->add_running_jobs(j);
     Send(identity, m);
   }
-  void Ready(const std::string& job, const std::string& region, const std::string& identity) {
+  void Ready(const std::string& job, const std::string& region, const std::string& identity,
+             uint32_t restored_round = 0) {
     v1::ControlMessage m;
     m.mutable_job_ready()->set_job_id(job);
     m.mutable_job_ready()->set_region(region);
+    m.mutable_job_ready()->set_restored_round(restored_round);
     m.mutable_job_ready()->mutable_endpoint()->add_shard_endpoints("tcp://127.0.0.1:1/" + region);
     Send(identity, m);
   }
   void Report(const std::string& job, uint32_t round, uint64_t epoch, const std::string& region,
               const std::string& identity, const std::string& hash, double compute_seconds = 0,
-              uint32_t inner_steps = 0) {
+              uint32_t inner_steps = 0, const std::string& checkpoint_path = "") {
     v1::ControlMessage m;
     auto* r = m.mutable_round_report();
     r->set_job_id(job);
@@ -98,6 +100,7 @@ class Rig {
     r->set_wall_seconds(2.0);
     r->set_compute_seconds(compute_seconds);
     r->set_inner_steps(inner_steps);
+    r->set_checkpoint_path(checkpoint_path);
     Send(identity, m);
   }
   // region's measurement of its link to each peer.

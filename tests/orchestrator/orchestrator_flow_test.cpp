@@ -168,6 +168,135 @@ TEST_CASE("flow: an agent restarted mid-round is assigned the job again at once 
   CHECK(starts["id-a"].participants_size() == 2);
 }
 
+namespace {
+// Rounds 1..n of a running job committed, every region reporting its checkpoint
+// "/ckpt/<region>-<round>". Returns the epoch of the next START.
+std::string CheckpointOf(const std::string& region, uint32_t round) {
+  std::string path = "/ckpt/";
+  path.append(region).append("-").append(std::to_string(round));
+  return path;
+}
+uint64_t CommitWithCheckpoints(Rig& rig, const std::string& job, uint32_t n) {
+  uint64_t epoch = 1;
+  for (uint32_t round = 1; round <= n; ++round) {
+    std::string hash = "h";
+    hash += std::to_string(round);
+    for (auto& [r, id] : kAll) rig.Report(job, round, epoch, r, id, hash, 0, 0, CheckpointOf(r, round));
+    auto starts = Starts(rig.Take());
+    REQUIRE(starts.size() == 3);
+    epoch = starts["id-a"].epoch();
+  }
+  return epoch;
+}
+// Every agent restarts (new sessions, new connections) and relaunches the job
+// from nothing: ready, holding no state.
+const std::vector<std::pair<std::string, std::string>> kRestarted = {{"a", "id-a2"}, {"b", "id-b2"}, {"c", "id-c2"}};
+void RestartEveryAgent(Rig& rig, const std::string& job) {
+  for (auto& [r, id] : kRestarted) rig.Register(r, id);
+  std::set<std::string> assigned;  // a region excluded from an aborted round may hear it twice
+  for (const auto& s : rig.Take())
+    if (s.msg.has_job_assignment()) {
+      assigned.insert(s.to);
+      CHECK(s.msg.job_assignment().checkpoint_path().empty());
+    }
+  REQUIRE(assigned == std::set<std::string>{"id-a2", "id-b2", "id-c2"});
+  for (auto& [r, id] : kRestarted) rig.Ready(job, r, id);
+  rig.Pass(100ms, kRestarted, {job});  // the next round start finds no region holding the state
+}
+std::vector<v1::JobAssignment> Assignments(const std::vector<Sent>& sent, std::vector<std::string>* to = nullptr) {
+  std::vector<v1::JobAssignment> out;
+  for (const auto& s : sent)
+    if (s.msg.has_job_assignment()) {
+      out.push_back(s.msg.job_assignment());
+      if (to) to->push_back(s.to);
+    }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("flow: after every agent restarted one region restores its checkpoint of the last committed round and "
+          "bootstraps the others: no round lost or applied twice",
+          "[orchestrator][checkpoint]") {
+  Rig rig("ckpt-restore");
+  const std::string job = StartJob(rig, 4);
+  CommitWithCheckpoints(rig, job, 2);
+  RestartEveryAgent(rig, job);
+  // Nobody holds theta(2): a's checkpoint of round 2 is assigned, with the
+  // round and the committed hash its workers must find in it.
+  std::vector<std::string> to;
+  auto assigned = Assignments(rig.Take(), &to);
+  REQUIRE(assigned.size() == 1);
+  CHECK(to[0] == "id-a2");
+  CHECK(assigned[0].checkpoint_path() == "/ckpt/a-2");
+  CHECK(assigned[0].checkpoint_round() == 2);
+  CHECK(assigned[0].checkpoint_param_hash() == "h2");
+  CHECK(assigned[0].start_round() == 3);
+  CHECK_THAT(rig.o().JobStatusOf(job).value().reason(), Catch::Contains("restores them from its checkpoint"));
+  rig.Ready(job, "a", "id-a2", 2);  // its workers restored and verified round 2
+  rig.Pass(100ms, kRestarted, {job});
+  auto starts = Starts(rig.Take());
+  REQUIRE(starts.size() == 3);
+  const auto start3 = starts["id-b2"];
+  CHECK(start3.round() == 3);
+  CHECK(start3.bootstrap_region() == "a");
+  CHECK(start3.joining_regions_size() == 2);
+  for (auto& [r, id] : kRestarted) rig.Report(job, 3, start3.epoch(), r, id, "h3");
+  starts = Starts(rig.Take());
+  REQUIRE(starts.size() == 3);
+  for (auto& [r, id] : kRestarted) rig.Report(job, 4, starts["id-a2"].epoch(), r, id, "h4");
+  CHECK(rig.o().JobStatusOf(job).value().state() == "succeeded");
+  const auto rounds = rig.store().LoadRounds(job).value();
+  REQUIRE(rounds.size() == 4);
+  const std::vector<std::string> hashes = {"h1", "h2", "h3", "h4"};
+  for (uint32_t i = 0; i < 4; ++i) {
+    CHECK(rounds[i].round == i + 1);
+    CHECK(rounds[i].param_hash == hashes[i]);
+  }
+}
+
+TEST_CASE("flow: a refused checkpoint is not tried again: the next region's is",
+          "[orchestrator][checkpoint]") {
+  Rig rig("ckpt-refused");
+  const std::string job = StartJob(rig, 4);
+  CommitWithCheckpoints(rig, job, 1);
+  RestartEveryAgent(rig, job);
+  auto assigned = Assignments(rig.Take());
+  REQUIRE(assigned.size() == 1);
+  CHECK(assigned[0].checkpoint_path() == "/ckpt/a-1");
+  v1::ControlMessage rejected;
+  rejected.mutable_job_rejected()->set_job_id(job);
+  rejected.mutable_job_rejected()->set_region("a");
+  rejected.mutable_job_rejected()->mutable_error()->set_message("checkpoint /ckpt/a-1: its parameters hash to x");
+  rig.Send("id-a2", rejected);
+  rig.Pass(100ms, kRestarted, {job});
+  std::vector<std::string> to;
+  assigned = Assignments(rig.Take(), &to);
+  // a is assigned again without a checkpoint; b restores its own.
+  REQUIRE(assigned.size() == 2);
+  for (size_t i = 0; i < assigned.size(); ++i) {
+    if (to[i] == "id-a2") CHECK(assigned[i].checkpoint_path().empty());
+    if (to[i] == "id-b2") CHECK(assigned[i].checkpoint_path() == "/ckpt/b-1");
+  }
+  CHECK(std::count(to.begin(), to.end(), "id-b2") == 1);
+  const auto events = rig.store().LoadEvents(job, 100);
+  REQUIRE(events.ok());
+  CHECK(std::any_of(events->begin(), events->end(), [](const auto& e) { return e.kind == "restore_refused"; }));
+}
+
+TEST_CASE("flow: without checkpoints a job whose regions all lost the state stays paused and says why",
+          "[orchestrator][checkpoint]") {
+  Rig rig("ckpt-none");
+  const std::string job = StartJob(rig, 4);
+  for (auto& [r, id] : kAll) rig.Report(job, 1, 1, r, id, "h1");  // no checkpoint written
+  rig.Take();
+  RestartEveryAgent(rig, job);
+  rig.Pass(200ms, kRestarted, {job});
+  CHECK(Assignments(rig.Take()).empty());
+  const auto status = rig.o().JobStatusOf(job).value();
+  CHECK(status.state() == "running");
+  CHECK_THAT(status.reason(), Catch::Contains("no ready region holds the last committed parameters"));
+}
+
 TEST_CASE("a restarted orchestrator resumes from the last committed round with a new epoch", "[orchestrator]") {
   Rig rig("restart");
   const std::string job = StartJob(rig, 3);

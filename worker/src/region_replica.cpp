@@ -163,12 +163,13 @@ Status RegionReplica::Bootstrap(const RoundInputs& in, sync_policies::Collective
     // The trainer continues where the job is (its learning-rate schedule above
     // all): a relaunched worker that restarted warm-up and decay at step 0
     // trained at the peak rate while the others were near the end of the decay.
-    if (inner_ != nullptr) {
-      inner_->Rejoined(in.first_step.value_or(uint64_t{in.round > 0 ? in.round - 1 : 0} *
-                                               options_.schedule.inner_steps));
-    }
+    if (inner_ != nullptr) inner_->Rejoined(JobStepBefore(in));
   }
   return Status::Ok();
+}
+
+uint64_t RegionReplica::JobStepBefore(const RoundInputs& in) const {
+  return in.first_step.value_or(uint64_t{in.round > 0 ? in.round - 1 : 0} * options_.schedule.inner_steps);
 }
 
 Status RegionReplica::BootstrapInnerState(const RoundInputs& in, sync_policies::CollectiveLink& link,
@@ -394,6 +395,12 @@ Status RegionReplica::BeginRound(const RoundInputs& in, sync_policies::Collectiv
       return s;
     }
     if (in.this_region_joining) r.before = Snapshot();  // the bootstrapped state is theta(t-1)
+  }
+  if (restored_) {
+    // Restored from a checkpoint: like a joining region, the trainer goes on
+    // where the job is (its learning-rate schedule), not from step 0.
+    if (inner_ != nullptr) inner_->Rejoined(JobStepBefore(in));
+    restored_ = false;
   }
   round_ = std::move(r);
   return Status::Ok();

@@ -111,6 +111,7 @@ Result<uint32_t> RegionReplica::RestoreCheckpoint(const std::filesystem::path& p
   std::copy(theta_.begin(), theta_.end(), local_.begin());
   pending_.reset();
   committed_round_ = round;
+  restored_ = true;  // the trainer's step follows the job's at the first round (BeginRound)
   return round;
 }
 

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "agent_channel.h"
+#include "longhaul/common/checksum.h"
 #include "longhaul/proto/frame.h"
 #include "longhaul/proto/wire_enums.h"
 #include "longhaul/sync_policies/in_process_link.h"
@@ -189,6 +190,19 @@ Status Session::Start(std::span<float> params, StartOptions options) {
       auto round = replica_->RestoreCheckpoint(assignment_.checkpoint_path());
       if (!round.ok()) return round.status().WithContext("restoring checkpoint");
       restored = *round;
+      // The orchestrator restores a job from the checkpoint of its last
+      // committed round: the file must hold that round and the parameters the
+      // orchestrator committed for it (else it is refused, and another
+      // region's checkpoint is tried).
+      const std::string& path = assignment_.checkpoint_path();
+      if (assignment_.checkpoint_round() != 0 && restored != assignment_.checkpoint_round())
+        return FailedPrecondition("checkpoint " + path + " holds round " + std::to_string(restored) +
+                                  ", the job's last committed round is " +
+                                  std::to_string(assignment_.checkpoint_round()));
+      const std::string& want = assignment_.checkpoint_param_hash();
+      if (!want.empty() && ParameterHash(replica_->theta()) != want)
+        return DataLoss("checkpoint " + path + ": its parameters hash to " + ParameterHash(replica_->theta()) +
+                        ", round " + std::to_string(restored) + " committed " + want.substr(0, 40));
     }
     return Status::Ok();
   }();

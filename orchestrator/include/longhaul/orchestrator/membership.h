@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,5 +60,13 @@ struct RoundMembership {
 // state join through `bootstrap_region`. Needs at least `min_regions` and at
 // least one member holding state.
 RoundMembership PlanRoundMembership(const std::vector<JobMemberView>& members, uint32_t min_regions);
+
+// When no member holds the last committed parameters: the member to restore
+// them from its own checkpoint of that round (`checkpoints`: region -> path; a
+// region reads only the file it wrote), or "" when none can (a member holds
+// state, or none that is up has a checkpoint not refused before). Job order.
+std::string ChooseCheckpointSource(const std::vector<JobMemberView>& members,
+                                   const std::map<std::string, std::string>& checkpoints,
+                                   const std::set<std::string>& refused);
 
 }  // namespace longhaul::orchestrator

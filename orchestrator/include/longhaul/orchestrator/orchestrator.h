@@ -127,6 +127,10 @@ class Orchestrator {
   // Rounds (job_rounds.cpp).
   void DriveRunningJob(Job& job);
   void StartAttempt(Job& job);
+  // No region holds the last committed parameters: one restores them from its
+  // own checkpoint of that round (ChooseCheckpointSource). True while such a
+  // restore is under way or was just begun.
+  bool RestoreFromCheckpoint(Job& job, const std::vector<JobMemberView>& views);
   void HandleRoundReport(const std::string& identity, const v1::ControlMessage& msg);
   void DecideAttempt(Job& job);
   void CommitAttempt(Job& job, const RoundDecision& decision);

@@ -82,6 +82,7 @@ class RegionJob {
   Result<v1::PeerEndpoint> MakeReady();
   const std::optional<v1::PeerEndpoint>& endpoint() const { return endpoint_; }
   uint64_t num_params() const { return num_params_; }
+  uint32_t restored_round() const { return restored_round_; }
   double loss_floor() const { return loss_floor_; }
 
   // First worker (or link emulator) that ended while not stopping.
@@ -147,6 +148,7 @@ class RegionJob {
   std::optional<v1::PeerEndpoint> endpoint_;
   uint64_t num_params_ = 0;
   double loss_floor_ = 0;
+  uint32_t restored_round_ = 0;  // of the checkpoint the workers restored (all the same)
   std::optional<v1::RoundCommand> current_;
   // Per worker: since when it owes a round report (nullopt: it owes none).
   std::vector<std::optional<std::chrono::steady_clock::time_point>> owes_report_since_;

@@ -245,6 +245,9 @@ class RegionReplica {
   Saved Snapshot();
   void Restore(const Saved& s);
   Status Bootstrap(const RoundInputs& in, sync_policies::CollectiveLink& link);
+  // The job-wide inner steps before this round (the trainer of a region that
+  // joins or restored a checkpoint goes on from there).
+  uint64_t JobStepBefore(const RoundInputs& in) const;
   // Bootstrap of the inner optimizer's shared state (kind sync).
   Status BootstrapInnerState(const RoundInputs& in, sync_policies::CollectiveLink& link, Deadline deadline);
   // The schedule and its actions for a round of `steps` inner steps and `tau`
@@ -294,6 +297,7 @@ class RegionReplica {
   std::optional<Round> round_;                       // the round in progress
   std::optional<Saved> pending_;                     // state before the pending round
   uint32_t committed_round_ = 0;
+  bool restored_ = false;  // RestoreCheckpoint ran; the next BeginRound sets the trainer's step
   uint32_t pending_round_ = 0;
 };
 
