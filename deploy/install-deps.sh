@@ -16,6 +16,7 @@ PACKAGES=(
   libopenblas-dev libsqlite3-dev libzstd-dev libxxhash-dev
   iproute2 iperf3 prometheus gnuplot-nox stress-ng
   python3-dev pybind11-dev python3-torch python3-numpy python3-pytest
+  clang-14 libclang-rt-14-dev  # libFuzzer (fuzz/run.sh, run by .ci/run)
 )
 
 missing=()

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "job_spec_limits.h"
 #include "longhaul/orchestrator/region_registry.h"
 #include "longhaul/proto/frame.h"
 
@@ -35,8 +36,8 @@ Status AuthorizeControl(const v1::ControlMessage& msg, const wan_transport::KeyR
       return PermissionDenied("key '" + role->name + "' is " + kind + " key; " + what + " needs an agent key");
     }
     if (!role->regions.empty() && std::find(role->regions.begin(), role->regions.end(), *region) == role->regions.end()) {
-      return PermissionDenied("agent key '" + role->name + "' may not speak for region '" + region->substr(0, 64) +
-                              "' (" + what + ")");
+      return PermissionDenied("agent key '" + role->name + "' may not speak for region " +
+                              spec_limits::ShortQuote(*region) + " (" + what + ")");
     }
     return Status::Ok();
   }

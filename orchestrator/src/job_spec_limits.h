@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "longhaul/common/status.h"
+#include "longhaul/common/utf8.h"
 
 namespace longhaul::orchestrator::spec_limits {
 
@@ -60,10 +61,8 @@ const TextLimit* FindScalarLimit(std::string_view field);
 // stays short, printable and valid UTF-8 whatever the value was.
 std::string ShortQuote(std::string_view v);
 
-// Length of the valid UTF-8 sequence at the start of `s` (1-4), or 0 if it is
-// not one (overlong forms, surrogates and code points above U+10FFFF are not).
-size_t Utf8SequenceLength(std::string_view s);
-bool IsValidUtf8(std::string_view s);
+using longhaul::IsValidUtf8;
+using longhaul::Utf8SequenceLength;
 
 // kInvalidArgument naming `field` when `v` is longer than `max_bytes`, not UTF-8
 // or holds a NUL byte.

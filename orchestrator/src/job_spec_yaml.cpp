@@ -3,6 +3,7 @@
 // unknown fields, wrong types and missing required fields all name the field
 // and its line. yaml-cpp keeps the first of two equal keys and Load() the first
 // of several documents, silently; both are errors here. Sizes: job_spec_limits.h.
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <vector>
 
 #include "job_spec_limits.h"
@@ -487,10 +489,37 @@ Status ParseTop(const YAML::Node& root, std::string_view src, v1::JobSpec* spec)
   return Status::Ok();
 }
 
-// The line of the `---` that starts `doc` (yaml-cpp marks a document's first
-// node, or the end of the text for an empty one), else the mark's own line.
-int SecondDocumentLine(std::string_view yaml, const YAML::Node& doc) {
-  const int mark = doc.Mark().line;
+// Where each YAML document starts, and nothing else.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> starts;
+  void OnDocumentStart(const YAML::Mark& m) override { starts.push_back(m); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// The start of each of the first two documents. Not YAML::LoadAll: in
+// yaml-cpp 0.7 it loops for ever, growing, on some inputs (a lone ",": the
+// parser returns empty documents without moving on, yaml-cpp#1040; found by
+// fuzz/job_spec_fuzz).
+std::vector<YAML::Mark> FirstDocuments(const std::string& yaml) {
+  std::istringstream in(yaml);
+  YAML::Parser parser(in);
+  DocumentStarts docs;
+  while (docs.starts.size() < 2 && parser.HandleNextDocument(docs)) {
+  }
+  return docs.starts;
+}
+
+// The line of the `---` that starts the document at `start`, else the mark's own line.
+int SecondDocumentLine(std::string_view yaml, const YAML::Mark& start) {
+  const int mark = start.line;
   int line = 0, marker = -1;
   for (size_t pos = 0; pos <= yaml.size() && line <= mark;) {
     const size_t end = std::min(yaml.find('\n', pos), yaml.size());
@@ -520,19 +549,24 @@ Result<v1::JobSpec> ParseJobSpecYaml(std::string_view yaml, std::string_view sou
   const std::string src(source);
   if (yaml.size() > spec_limits::kMaxJobFileBytes)
     return InvalidArgument(src + " is " + std::to_string(yaml.size()) + " bytes; the limit is 1 MiB");
-  std::vector<YAML::Node> docs;
+  YAML::Node doc;
   try {
-    docs = YAML::LoadAll(std::string(yaml));
+    const std::string text(yaml);
+    const std::vector<YAML::Mark> starts = FirstDocuments(text);
+    if (starts.size() > 1 && starts[1].pos == starts[0].pos)
+      return InvalidArgument(src + " line " + std::to_string(starts[0].line + 1) +
+                             ": not valid YAML: no document can be read from here");
+    if (starts.size() > 1)
+      return InvalidArgument(src + " line " + std::to_string(SecondDocumentLine(yaml, starts[1])) +
+                             ": a second YAML document begins here; a job file holds one job spec");
+    doc = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     return InvalidArgument(src + " line " + std::to_string(e.mark.line + 1) + ": not valid YAML: " + Clip(e.msg));
   }
-  if (docs.size() > 1)
-    return InvalidArgument(src + " line " + std::to_string(SecondDocumentLine(yaml, docs[1])) +
-                           ": a second YAML document begins here; a job file holds one job spec");
-  if (docs.empty() || !docs[0] || docs[0].IsNull()) return InvalidArgument(src + ": the job spec is empty");
+  if (!doc || doc.IsNull()) return InvalidArgument(src + ": the job spec is empty");
   v1::JobSpec spec;  // what the file says; the defaults table fills the rest
   try {
-    LONGHAUL_RETURN_IF_ERROR(ParseTop(docs[0], source, &spec));
+    LONGHAUL_RETURN_IF_ERROR(ParseTop(doc, source, &spec));
   } catch (const YAML::Exception& e) {
     return InvalidArgument(src + " line " + std::to_string(e.mark.line + 1) + ": " + Clip(e.msg));
   }

@@ -440,6 +440,18 @@ TEST_CASE("a second YAML document is an error naming its line", "[job_spec][limi
   CHECK(ParseJobSpecYaml("---\nname: x\nrounds: 2\n...\n", "job.yaml").ok());
 }
 
+TEST_CASE("input on which yaml-cpp's LoadAll never returns is an error naming its line, not a hang",
+          "[job_spec][limits][fuzz]") {
+  // Found by fuzz/job_spec_fuzz (yaml-cpp 0.7, yaml-cpp#1040): LoadAll looped
+  // for ever on a lone ',' while its memory grew.
+  for (const char* yaml : {",", "name: x\n,\n", "[a, b]\n,"}) {
+    INFO(yaml);
+    auto spec = ParseJobSpecYaml(yaml, "job.yaml");
+    REQUIRE_FALSE(spec.ok());
+    CHECK_THAT(ErrorOf(spec), Catch::Contains("job.yaml line"));
+  }
+}
+
 TEST_CASE("every string field has a length limit, checked with the value's line", "[job_spec][limits]") {
   struct Case {
     std::string yaml, field;

@@ -1,7 +1,8 @@
 // Text a program we do not trust wrote (a worker's output, the message of its
-// failed report), made safe to put on someone's terminal and into a state
-// file: control characters other than newline and tab become '?', and at most
-// the last `max_bytes` bytes are kept ("..." marks a cut).
+// failed report), made safe to put on someone's terminal, into a state file
+// and into a protobuf string field: control characters other than newline and
+// tab, invalid UTF-8 and a character the cut split become '?', and at most the
+// last `max_bytes` bytes are kept ("..." marks a cut).
 #pragma once
 
 #include <cstddef>
