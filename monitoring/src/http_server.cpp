@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -850,6 +851,12 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& o
     return InvalidArgument("metrics server: request and write timeouts must be > 0");
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  // Idle connections cost a descriptor each, and anyone who reaches the port
+  // can open them: at most a quarter of the process's descriptors, so the
+  // rest of the process (ZeroMQ peers, worker launches) never meets EMFILE
+  // because of /metrics.
+  if (rlimit lim{}; ::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
+    impl->options.max_connections = std::clamp<size_t>(lim.rlim_cur / 4, 1, options.max_connections);
   impl->handler = std::move(handler);
   if (options.tls) {
     auto ctx = MakeTlsContext(*options.tls);

@@ -17,6 +17,7 @@ void JobIndex::Update(Job& job) {
       }
     }
     if (was.placed) placed_.erase(job.rec.id);
+    if (was.pending) pending_.erase(job.rec.id);
     if (was.counted) {
       Usage& u = usage_[job.rec.owner_key];
       --u.active;
@@ -29,11 +30,13 @@ void JobIndex::Update(Job& job) {
   now.state = job.rec.state;
   now.waiting = job.active() && job.rec.state == JobState::kSubmitted;
   now.placed = job.active() && job.rec.state != JobState::kSubmitted;
+  now.pending = job.pending_finish.has_value();
   now.counted = job.active() && !job.rec.owner_key.empty();
   now.spec_bytes = now.counted ? job.rec.spec.ByteSizeLong() : 0;
   ++by_state_[static_cast<size_t>(now.state)];
   if (now.waiting) waiting_[job.placement_class][job.rec.id] = &job;
   if (now.placed) placed_.insert(job.rec.id);
+  if (now.pending) pending_.insert(job.rec.id);
   if (now.counted) {
     Usage& u = usage_[job.rec.owner_key];
     ++u.active;

@@ -4,6 +4,7 @@
 //  - waiting jobs by placement class (PlacementClass: specs PlaceJob answers
 //    alike), each class in id order with its last reason;
 //  - placed jobs (scheduled or running: they hold regions);
+//  - jobs whose end is decided but not yet written (Job::pending_finish);
 //  - per submitting key: jobs not yet ended and their specs' bytes (quotas);
 //  - jobs per state (gauges).
 // Update(job) after any change of a job's state files it afresh (idempotent);
@@ -38,13 +39,14 @@ class JobIndex {
   const std::string& Reason(const std::string& cls) const;
   bool SetReason(const std::string& cls, const std::string& reason);
   const std::set<std::string>& placed() const { return placed_; }
+  const std::set<std::string>& pending() const { return pending_; }
   Usage UsageOf(const std::string& owner_key) const;
   std::map<std::string, int> CountsByState() const;
 
  private:
   std::map<std::string, std::map<std::string, Job*>> waiting_;
   std::map<std::string, std::string> reasons_;
-  std::set<std::string> placed_;
+  std::set<std::string> placed_, pending_;
   std::map<std::string, Usage> usage_;
   std::array<int, kJobStates.size()> by_state_{};
 };

@@ -14,11 +14,10 @@
 
 namespace longhaul::orchestrator {
 
-longhaul::Status Orchestrator::SaveJob(Job& job) {
+void Orchestrator::RecordMembers(Job& job) {
   job.rec.regions.clear();
   for (const auto& m : job.members)
     job.rec.regions.push_back({m.region, m.index, m.ready, m.holds_state, m.endpoint});
-  return store_->SaveJob(job.rec);
 }
 
 void Orchestrator::NoteWriteFailure(Job& job, std::string_view what, const longhaul::Status& s) {
@@ -27,12 +26,14 @@ void Orchestrator::NoteWriteFailure(Job& job, std::string_view what, const longh
   if (metrics_) metrics_->StateWriteFailed(what);
 }
 
-longhaul::Status Orchestrator::Transition(Job& job, std::string_view what, const std::function<void(Job&)>& change) {
+longhaul::Status Orchestrator::Transition(Job& job, std::string_view what, const std::function<void(Job&)>& change,
+                                          const std::function<longhaul::Status(const JobRecord&)>& write) {
   JobRecord rec = job.rec;
   std::vector<JobMember> members = job.members;
   const Clock::TimePoint phase_since = job.phase_since;
   change(job);
-  longhaul::Status s = SaveJob(job);
+  RecordMembers(job);
+  longhaul::Status s = write ? write(job.rec) : store_->SaveJob(job.rec);
   if (s.ok()) {
     job.write_error.clear();
     index_->Update(job);
@@ -60,11 +61,13 @@ std::map<std::string, std::string> Orchestrator::RegionAssignments() const {
   return out;
 }
 
-std::vector<Orchestrator::Job*> Orchestrator::PlacedJobs() {
+std::vector<Orchestrator::Job*> Orchestrator::JobsNamed(const std::set<std::string>& ids) {
   std::vector<Job*> out;  // a copy: handling a job may file it elsewhere
-  for (const auto& id : index_->placed()) out.push_back(jobs_.at(id).get());
+  for (const auto& id : ids) out.push_back(jobs_.at(id).get());
   return out;
 }
+
+std::vector<Orchestrator::Job*> Orchestrator::PlacedJobs() { return JobsNamed(index_->placed()); }
 
 void Orchestrator::PlaceWaitingJobs() {
   // Jobs of one placement class get one answer from PlaceJob on the same
@@ -157,6 +160,14 @@ void Orchestrator::HandleJobReady(const std::string& identity, const v1::Control
       return Reject("bad_job_ready", r.region() + " reported a bad " + bad.message() + " for " + job.rec.id);
     }
   }
+  if (const JobMember* m = job.Member(r.region());
+      !m->restore_from.empty() && r.restored_round() != job.rec.last_committed_round) {
+    // The launch from before the restore was asked for answering late: the
+    // region is ready once its workers restored the checkpoint.
+    spdlog::info("{}: {} ready without round {}; waiting for its restore", job.rec.id, r.region(),
+                 job.rec.last_committed_round);
+    return;
+  }
   longhaul::Status saved = Transition(job, "recording a region ready", [&](Job& j) {
     JobMember* m = j.Member(r.region());
     m->ready = true;
@@ -232,12 +243,8 @@ void Orchestrator::ObserveHeartbeat(const std::string& region, const v1::Heartbe
     // Two heartbeats in a row without the job: the agent restarted and lost its
     // workers (one alone may have been sent just before it became ready).
     if (++m->heartbeats_without_job < 2) continue;
-    longhaul::Status saved = Transition(*job, "recording a region that lost the job", [&](Job& j) {
-      JobMember* lost = j.Member(region);
-      lost->ready = lost->holds_state = lost->assignment_sent = lost->confirmed = false;
-      lost->heartbeats_without_job = 0;
-      lost->detail = "agent lost the job";
-    });
+    longhaul::Status saved = Transition(*job, "recording a region that lost the job",
+                                        [&](Job& j) { j.Member(region)->ForgetLaunch("agent lost the job"); });
     if (!saved.ok()) continue;  // the next heartbeat without the job tries again
     spdlog::warn("{}: {} no longer runs the job; it will be assigned again", id, region);
     Event(*job, "region_lost", region + " no longer runs the job (agent restarted?)");
@@ -255,13 +262,10 @@ void Orchestrator::RegionWentDown(const std::string& region) {
     }
     // Rounds go by the registry's view (down is down), so a failed write here
     // loses nothing: the restored member is confirmed by heartbeats again.
-    longhaul::Status saved = Transition(*job, "recording a region down", [&](Job& j) {
-      JobMember* m = j.Member(region);
-      m->ready = m->holds_state = m->assignment_sent = m->confirmed = false;
-      m->restore_from.clear();  // another region's checkpoint may be restored meanwhile
-      m->detail = "down";
-    });
+    longhaul::Status saved =
+        Transition(*job, "recording a region down", [&](Job& j) { j.Member(region)->ForgetLaunch("down"); });
     if (!saved.ok()) spdlog::warn("{}: rounds go on without {}, which the state file still lists as ready", id, region);
+    job->Member(region)->restore_from.clear();  // (kept in memory only) another region's checkpoint may serve
     if (job->attempt) DecideAttempt(*job);
   }
 }
@@ -271,12 +275,7 @@ void Orchestrator::RegionRestarted(const std::string& region) {
     const std::string& id = job->rec.id;
     const JobMember* m = job->Member(region);
     if (!m || (!m->assignment_sent && !m->ready)) continue;
-    const auto forget = [&](Job& j) {
-      JobMember* lost = j.Member(region);
-      lost->ready = lost->holds_state = lost->assignment_sent = lost->confirmed = false;
-      lost->heartbeats_without_job = 0;
-      lost->detail = "agent restarted";
-    };
+    const auto forget = [&](Job& j) { j.Member(region)->ForgetLaunch("agent restarted"); };
     // Starts and rounds go by these flags in memory, so they change even when
     // the write fails: the old process's launch is gone either way (a member
     // the file still lists as ready is confirmed by heartbeats after a restart).
@@ -289,8 +288,8 @@ void Orchestrator::RegionRestarted(const std::string& region) {
     if (job->rec.state == JobState::kScheduled) {
       CheckScheduledJob(*job);
     } else {
-      SendAssignments(*job);
-      if (job->attempt) DecideAttempt(*job);
+      if (job->attempt) DecideAttempt(*job);  // first: an abort would clear the assignment sent below
+      if (job->rec.state == JobState::kRunning) SendAssignments(*job);
     }
   }
 }
@@ -356,9 +355,11 @@ void Orchestrator::FinishJob(Job& job, JobState state, const std::string& reason
   });
   if (!saved.ok()) {
     job.pending_finish = Job::PendingFinish{state, reason};
+    index_->Update(job);
     return;
   }
   job.pending_finish.reset();
+  index_->Update(job);
   for (const auto& m : job.members) {
     v1::ControlMessage stop;
     auto* c = stop.mutable_round_command();

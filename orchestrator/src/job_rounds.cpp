@@ -60,8 +60,19 @@ void Orchestrator::DriveRunningJob(Job& job) {
 
 bool Orchestrator::RestoreFromCheckpoint(Job& job, const std::vector<JobMemberView>& views) {
   if (job.rec.last_committed_round == 0) return false;  // every region starts from the seed
-  for (const auto& m : job.members)
-    if (!m.restore_from.empty()) return true;  // one under way: its JobReady or JobRejected decides
+  for (auto& m : job.members) {
+    if (m.restore_from.empty()) continue;
+    const bool down = !registry_.IsUp(m.region);
+    const bool silent = m.assignment_sent && clock_.Now() - m.assigned_at > options_.timeouts.round;
+    if (!down && !silent) return true;  // under way: its JobReady or JobRejected decides
+    // Abandoned: another region's checkpoint is tried (one that did not answer
+    // within the round timeout is not tried again).
+    const std::string why = m.region + (down ? " went down" : " did not answer") + " while restoring " + m.restore_from;
+    if (silent) job.checkpoints_refused.insert(m.region);
+    m.restore_from.clear();
+    m.assignment_sent = false;
+    Event(job, "restore_abandoned", why);
+  }
   const std::string source = ChooseCheckpointSource(views, job.checkpoints, job.checkpoints_refused);
   if (source.empty()) return false;
   const std::string& path = job.checkpoints.at(source);
@@ -70,12 +81,10 @@ bool Orchestrator::RestoreFromCheckpoint(Job& job, const std::vector<JobMemberVi
   // (its workers check the round and the committed hash); every other region
   // is then bootstrapped from it at the next round, as after any rejoin.
   longhaul::Status saved = Transition(job, "restoring from a checkpoint", [&](Job& j) {
-    JobMember* m = j.Member(source);
-    m->ready = m->assignment_sent = m->confirmed = false;
-    m->restore_from = path;
-    m->detail = "restoring round " + round + " from its checkpoint";
+    j.Member(source)->ForgetLaunch("restoring round " + round + " from its checkpoint");
   });
   if (!saved.ok()) return true;  // tried again on the next tick
+  job.Member(source)->restore_from = path;  // in memory only: chosen afresh after an orchestrator restart
   const std::string why = "no region holds the parameters of round " + round + "; " + source +
                           " restores them from its checkpoint " + path;
   spdlog::warn("{}: {}", job.rec.id, why);
@@ -95,7 +104,15 @@ void Orchestrator::StartAttempt(Job& job) {
   RoundMembership ms = PlanRoundMembership(views, job.rec.spec.min_regions());
   if (!ms.ok && RestoreFromCheckpoint(job, views)) return;
   if (!ms.ok) {
-    const std::string reason = "round " + std::to_string(job.rec.last_committed_round + 1) + " paused: " + ms.reason;
+    std::string reason = "round " + std::to_string(job.rec.last_committed_round + 1) + " paused: " + ms.reason;
+    const bool state_lost = job.rec.last_committed_round > 0 &&
+                            std::none_of(views.begin(), views.end(), [](const auto& v) { return v.holds_state; });
+    if (state_lost) {
+      reason += "; no region has a usable checkpoint of round " + std::to_string(job.rec.last_committed_round);
+      if (job.rec.spec.checkpoint_interval() != 1)
+        reason += " (checkpoint_interval " + std::to_string(job.rec.spec.checkpoint_interval()) +
+                  ": only a checkpoint of the last committed round can serve)";
+    }
     if (job.waiting_reason != reason) {
       spdlog::warn("{}: {}", job.rec.id, reason);
       Event(job, "paused", reason);
@@ -277,22 +294,17 @@ void Orchestrator::CommitAttempt(Job& job, const RoundDecision& d) {
     step_sum += s;
   }
   if (!job.region_step_seconds.empty()) job.step_seconds = step_sum / static_cast<double>(job.region_step_seconds.size());
-  JobRecord before = job.rec;
-  std::vector<JobMember> members_before = job.members;
-  job.rec.last_committed_round = a.round;
-  job.rec.wan_bytes += c.wan_bytes;
-  job.rec.inner_steps_done += steps;
-  for (auto& mem : job.members)
-    mem.holds_state = std::find(a.participants.begin(), a.participants.end(), mem.region) != a.participants.end();
-  job.rec.regions.clear();
-  for (const auto& mem : job.members)
-    job.rec.regions.push_back({mem.region, mem.index, mem.ready, mem.holds_state, mem.endpoint});
-  longhaul::Status stored = store_->CommitRound(c, job.rec);
+  const auto commit = [&](Job& j) {
+    j.rec.last_committed_round = a.round;
+    j.rec.wan_bytes += c.wan_bytes;
+    j.rec.inner_steps_done += steps;
+    for (auto& mem : j.members)
+      mem.holds_state = std::find(a.participants.begin(), a.participants.end(), mem.region) != a.participants.end();
+  };
+  longhaul::Status stored = Transition(job, "committing a round", commit,
+                                       [&](const JobRecord& rec) { return store_->CommitRound(c, rec); });
   if (!stored.ok()) {
-    // Not durable, so not committed: roll back and retry the round.
-    NoteWriteFailure(job, "committing a round", stored);
-    job.rec = before;
-    job.members = members_before;
+    // Not durable, so not committed (Transition put the job back): retry the round.
     job.attempt = std::move(a);
     RoundDecision abort{RoundOutcome::kAbort, "store_failed", "cannot store the commit: " + stored.message(), {}, {}, {}};
     return AbortAttempt(job, abort);
@@ -336,20 +348,24 @@ void Orchestrator::AbortAttempt(Job& job, const RoundDecision& d) {
   // Who is out of the next round, durable before the regions hear the abort.
   // The abort itself goes out whatever the write did: it makes nothing durable,
   // and a member the file still lists as ready is confirmed again by heartbeats.
-  longhaul::Status saved = Transition(job, "recording an aborted round", [&](Job& j) {
+  const auto exclude = [&](Job& j) {
     for (const auto& region : d.excluded) {
       JobMember* m = j.Member(region);
       if (!m) continue;
       // Timed out but alive: its workers may be wedged. It is assigned the job
       // afresh and joins again, bootstrapped, at a later round boundary.
-      m->ready = m->holds_state = m->assignment_sent = false;
-      m->detail = "excluded from round " + std::to_string(a.round) + " epoch " + std::to_string(a.epoch);
+      m->ForgetLaunch("excluded from round " + std::to_string(a.round) + " epoch " + std::to_string(a.epoch));
     }
     // Joining regions did not get the state if the round failed.
     for (const auto& region : a.joining)
       if (JobMember* m = j.Member(region)) m->holds_state = false;
-  });
-  if (!saved.ok()) spdlog::warn("{}: aborting round {} without recording who is out of the next", a.job_id, a.round);
+  };
+  if (!Transition(job, "recording an aborted round", exclude).ok()) {
+    // A decision, not only a record: the next attempt must not take back a
+    // region it just excluded because the file would not take the change.
+    spdlog::warn("{}: aborting round {} without recording who is out of the next", a.job_id, a.round);
+    exclude(job);
+  }
   Event(job, "round_aborted", d.reason);
   for (const auto& region : a.participants) {
     v1::ControlMessage verdict;

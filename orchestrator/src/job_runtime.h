@@ -22,7 +22,15 @@ struct JobMember {
   v1::PeerEndpoint endpoint;
   std::string detail;
   std::optional<v1::RoundReport> last_report;
-  std::string restore_from;    // the checkpoint its next assignment restores ("" = none)
+  std::string restore_from;    // the checkpoint its next assignment restores ("" = none; not stored)
+
+  // Its launch is gone or no longer trusted (lost, down, restarted, excluded
+  // from a round): not ready, holding nothing, to be assigned afresh.
+  void ForgetLaunch(std::string why) {
+    ready = holds_state = assignment_sent = confirmed = false;
+    heartbeats_without_job = 0;
+    detail = std::move(why);
+  }
 };
 
 struct Orchestrator::Job {
@@ -59,7 +67,7 @@ struct Orchestrator::Job {
   std::string placement_class;       // PlacementClass(rec.spec): set once, the spec never changes
   // Where JobIndex filed the job last (so it can take it out again).
   struct Filing {
-    bool filed = false, waiting = false, placed = false, counted = false;
+    bool filed = false, waiting = false, placed = false, pending = false, counted = false;
     JobState state = JobState::kSubmitted;
     size_t spec_bytes = 0;
   };

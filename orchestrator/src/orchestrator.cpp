@@ -393,12 +393,12 @@ void Orchestrator::Tick() {
     RegionWentDown(region);
   }
   PlaceWaitingJobs();
-  for (auto& [id, job] : jobs_) {
-    if (job->pending_finish) {
-      const Job::PendingFinish p = *job->pending_finish;
-      FinishJob(*job, p.state, p.reason);
-      continue;
-    }
+  for (Job* job : JobsNamed(index_->pending())) {
+    const Job::PendingFinish p = *job->pending_finish;
+    FinishJob(*job, p.state, p.reason);
+  }
+  for (Job* job : PlacedJobs()) {
+    if (job->pending_finish) continue;  // its end is still not written: tried again next tick
     if (job->rec.state == JobState::kScheduled) CheckScheduledJob(*job);
     if (job->rec.state == JobState::kRunning) DriveRunningJob(*job);
   }

@@ -11,6 +11,8 @@
 namespace longhaul::orchestrator {
 namespace {
 
+constexpr int kBusyTimeoutMs = 5000;
+
 constexpr int kSchemaVersion = 8;
 
 // Migration i brings the schema from version i to i+1.
@@ -99,7 +101,7 @@ Result<std::unique_ptr<StateStore>> StateStore::Open(const std::filesystem::path
     return Unavailable("cannot open state file '" + file.string() + "': " + msg);
   }
   std::unique_ptr<StateStore> store(new StateStore(db));
-  sqlite3_busy_timeout(db, 5000);
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
   // WAL: a commit is durable once its frames are in the log; synchronous=FULL
   // fsyncs the log on every commit so a power cut keeps committed rounds too.
   // Every committed write is then checkpointed into this file and the WAL
@@ -160,12 +162,20 @@ Status StateStore::Commit(std::string_view kind, std::string_view subject) {
 void StateStore::CheckpointWal() {
   if (!checkpoint_on_commit_) return;
   int log_frames = 0, copied = 0;
+  // The orchestrator is the file's only writer (StateFileLock), but a reader
+  // (the sqlite3 shell, a backup tool) may hold the WAL: then the checkpoint
+  // does not wait (no busy handler) and the write stays committed in the WAL
+  // (durable: synchronous=FULL) until a later write's checkpoint gets through.
+  // The caller is not told it failed (it would retry a write that happened).
+  sqlite3_busy_timeout(db_, 0);
   const int rc = sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_TRUNCATE, &log_frames, &copied);
-  // One connection, no readers: it cannot be busy. An I/O error leaves the
-  // write committed in the WAL (durable: synchronous=FULL), so the caller is
-  // not told it failed (it would retry a write that happened); it is logged.
-  if (rc != SQLITE_OK)
-    spdlog::error("state store: checkpoint after a committed write failed: {}", sqlite3_errmsg(db_));
+  sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+  if (rc != SQLITE_OK && !checkpoint_failing_)
+    spdlog::warn("state store: checkpoint after a committed write did not complete ({}); acknowledged writes stay "
+                 "in the WAL until one does",
+                 sqlite3_errmsg(db_));
+  if (rc == SQLITE_OK && checkpoint_failing_) spdlog::info("state store: checkpoints complete again");
+  checkpoint_failing_ = rc != SQLITE_OK;
 }
 
 Status StateStore::Migrate() {

@@ -236,3 +236,27 @@ TEST_CASE("jobs: the list comes in pages, without specs, and every job is on exa
   REQUIRE(refused.has_error());
   CHECK_THAT(refused.error().message(), Catch::Contains("page_size 5000 is over the limit of 1000"));
 }
+
+TEST_CASE("durability: a region excluded from an aborted round stays out of the next attempt when the write fails",
+          "[orchestrator][durability]") {
+  // The exclusion is a decision, not only a record: the next attempt must not
+  // include the region it just excluded (its workers may be wedged) because
+  // the state file would not take the change.
+  Rig rig("abort-write-fails");
+  FailingWrites fail{false, {"save_job"}};
+  fail.Install(rig.store());
+  const std::string job = StartJob(rig, 3);
+  rig.Report(job, 1, 1, "a", "id-a", "h1");
+  rig.Report(job, 1, 1, "b", "id-b", "h1");
+  rig.Take();
+  fail.on = true;
+  rig.Pass(5100ms, kAll, {job});  // c heartbeats but never reports: past the 5 s round deadline
+  CHECK(Starts(rig.Take()).empty());  // aborted; the next attempt waits for the file to take its epoch
+  fail.on = false;
+  rig.Pass(100ms, kAll, {job});
+  auto starts = Starts(rig.Take());
+  REQUIRE(starts.size() == 2);
+  CHECK(starts.count("id-c") == 0);
+  CHECK(starts["id-a"].participants_size() == 2);
+  CHECK(starts["id-a"].round() == 1);
+}

@@ -232,6 +232,9 @@ TEST_CASE("flow: after every agent restarted one region restores its checkpoint 
   CHECK(assigned[0].checkpoint_param_hash() == "h2");
   CHECK(assigned[0].start_round() == 3);
   CHECK_THAT(rig.o().JobStatusOf(job).value().reason(), Catch::Contains("restores them from its checkpoint"));
+  rig.Ready(job, "a", "id-a2", 0);  // late: the launch from before the restore
+  rig.Pass(100ms, kRestarted, {job});
+  CHECK(Starts(rig.Take()).empty());  // still waiting for the restore
   rig.Ready(job, "a", "id-a2", 2);  // its workers restored and verified round 2
   rig.Pass(100ms, kRestarted, {job});
   auto starts = Starts(rig.Take());

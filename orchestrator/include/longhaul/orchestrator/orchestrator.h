@@ -115,12 +115,28 @@ class Orchestrator {
   std::map<std::string, std::string> RegionAssignments() const;
   // Scheduled and running jobs (the only ones with regions), in id order.
   std::vector<Job*> PlacedJobs();
-  longhaul::Status SaveJob(Job& job);
-  // Applies `change` to the job and saves it. A failed write puts the job back
-  // as it was, so nothing is announced from a state the file does not hold and
-  // the transition is tried again from the same place (Tick, a re-sent message,
-  // the user); the failure is logged, counted and shown by `status`.
-  longhaul::Status Transition(Job& job, std::string_view what, const std::function<void(Job&)>& change);
+  std::vector<Job*> JobsNamed(const std::set<std::string>& ids);
+  // The one durable-mutation path: applies `change` to the job, writes the
+  // result (the job record by default; `write` for a write that stores more in
+  // the same transaction, e.g. a round's commit) and keeps it only if the write
+  // succeeded. A failed write puts the job back as it was, so nothing is
+  // announced from a state the file does not hold and the transition is tried
+  // again from the same place (Tick, a re-sent message, the user); the failure
+  // is logged, counted and shown by `status`.
+  //
+  // Announcements follow the write, with one exception: an aborted round's
+  // verdict and ABORT go out whatever the write of who is out did, because they
+  // make nothing durable (the round is applied nowhere either way). Two
+  // in-memory decisions also stand when their write
+  // fails, because acting on the old state would be wrong whatever the file
+  // says: a region excluded from an aborted round stays out of the next
+  // attempt, and a region whose agent restarted is assigned the job again (a
+  // member the file still lists as ready is confirmed by heartbeats after an
+  // orchestrator restart, or assigned again).
+  longhaul::Status Transition(Job& job, std::string_view what, const std::function<void(Job&)>& change,
+                              const std::function<longhaul::Status(const JobRecord&)>& write = {});
+  // job.rec.regions from job.members (what the store keeps of them).
+  void RecordMembers(Job& job);
   void NoteWriteFailure(Job& job, std::string_view what, const longhaul::Status& s);
   void Event(const Job& job, const std::string& kind, const std::string& message);
 

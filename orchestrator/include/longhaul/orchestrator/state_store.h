@@ -161,6 +161,7 @@ class StateStore {
   int schema_version_ = 0;
   uint64_t writes_ = 0;
   bool checkpoint_on_commit_ = true;
+  bool checkpoint_failing_ = false;  // logged once until a checkpoint completes again
   StateWriteHook write_hook_;
 };
 
