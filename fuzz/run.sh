@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets (fuzz/README.md) with Debian's clang 14 in their own
 # build folder and runs each for a bounded time over a copy of its seed corpus.
 #
-#   fuzz/run.sh [build-dir]            default build dir: /tmp/longhaul-fuzz-build (kept for reuse)
+#   fuzz/run.sh [build-dir]            default build dir: build-fuzz/ in the tree (ignored by git; kept for reuse)
 #
 # Environment:
 #   FUZZ_SECONDS   seconds of fuzzing per target (default 20; 0 = only replay the seeds)
@@ -17,7 +17,7 @@
 set -euo pipefail
 
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${1:-/tmp/longhaul-fuzz-build}
+BUILD=${1:-$SRC/build-fuzz}
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-20}
 TARGETS=${FUZZ_TARGETS:-"frame_fuzz job_spec_fuzz codec_fuzz safetensors_fuzz control_fuzz agent_control_fuzz"}
 JOBS=${FUZZ_JOBS:-$(nproc)}
