@@ -49,6 +49,14 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat-misses", heartbeat_misses, "missed heartbeats before a region is down")
       ->check(CLI::Range(1, 1000));
   app.add_option("--round-timeout-s", round_timeout_s, "deadline of one round attempt")->check(CLI::Range(1, 86400));
+  int collective_timeout_s = 0, job_idle_timeout_s = 0;
+  app.add_option("--collective-timeout-s", collective_timeout_s,
+                 "deadline of one cross-region collective (0 = the smaller of 60 s and half the round timeout)")
+      ->check(CLI::Range(0, 86400));
+  app.add_option("--job-idle-timeout-s", job_idle_timeout_s,
+                 "a job with no committed round for this long fails (0 = the larger of 3600 s and twice the round "
+                 "timeout)")
+      ->check(CLI::Range(0, 864000));
   app.add_option("--max-round-attempts", max_attempts, "failed attempts of a round before the job fails")
       ->check(CLI::Range(1, 1000));
   int max_jobs_per_key = 100;
@@ -79,14 +87,18 @@ int main(int argc, char** argv) {
   orchestrator::OrchestratorOptions options;
   options.timeouts.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
   options.timeouts.heartbeat_misses = heartbeat_misses;
+  // The one owner of the timeout hierarchy: agents and workers get it with
+  // every registration reply and assignment (validated in Orchestrator::Create).
   options.timeouts.round = std::chrono::seconds(round_timeout_s);
-  options.timeouts.collective = std::min(options.timeouts.collective, options.timeouts.round / 2);
+  options.timeouts.collective = collective_timeout_s > 0 ? std::chrono::seconds(collective_timeout_s)
+                                                         : std::min(options.timeouts.collective, options.timeouts.round / 2);
   options.timeouts.link_io = std::min(options.timeouts.link_io, options.timeouts.collective / 2);
+  options.timeouts.job_idle = job_idle_timeout_s > 0 ? std::chrono::seconds(job_idle_timeout_s)
+                                                     : std::max(options.timeouts.job_idle, options.timeouts.round * 2);
   options.checkpoint_dir = checkpoint_dir;
   options.max_round_attempts = max_attempts;
   options.max_active_jobs_per_key = max_jobs_per_key;
   options.max_active_spec_bytes_per_key = max_spec_bytes_per_key;
-  if (Status v = options.timeouts.Validate(); !v.ok()) return Fail(v);
 
   // One orchestrator per state file, and never a silent fresh start on a file
   // that is missing, empty or damaged (state_file_guard.h).

@@ -9,6 +9,7 @@
 #include "job_runtime.h"
 #include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/proto/frame.h"
+#include "longhaul/proto/wire_timeouts.h"
 #include "longhaul/wan_transport/curve.h"
 #include "longhaul/common/printable_text.h"
 
@@ -127,6 +128,7 @@ void Orchestrator::SendAssignments(Job& job) {
     a->set_region(m.region);
     a->set_region_index(m.index);
     a->set_start_round(job.rec.last_committed_round + 1);
+    *a->mutable_timeouts() = proto::TimeoutsToWire(options_.timeouts);
     if (!m.restore_from.empty()) {
       a->set_checkpoint_path(m.restore_from);
       a->set_checkpoint_round(job.rec.last_committed_round);

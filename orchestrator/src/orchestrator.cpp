@@ -13,6 +13,7 @@
 #include "longhaul/orchestrator/request_limits.h"
 #include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/proto/frame.h"
+#include "longhaul/proto/wire_timeouts.h"
 
 namespace longhaul::orchestrator {
 
@@ -170,6 +171,7 @@ void Orchestrator::HandleRegister(const std::string& identity, const v1::Control
   v1::ControlMessage reply;
   auto* r = reply.mutable_register_reply();
   r->set_heartbeat_interval_ms(static_cast<uint32_t>(options_.timeouts.heartbeat_interval.count()));
+  *r->mutable_timeouts() = proto::TimeoutsToWire(options_.timeouts);
   auto refuse = [&](const std::string& why, const std::string& reason) {
     r->set_accepted(false);
     r->set_reason(reason);

@@ -59,9 +59,13 @@ int main(int argc, char** argv) {
   app.add_option("--bin-dir", bin_dir, "where longhaul-worker and longhaul-linkem are (default: next to this binary)");
   int heartbeat_ms = 0, collective_s = 0, start_s = 0, round_s = 0;
   app.add_option("--heartbeat-interval-ms", heartbeat_ms, "heartbeat interval until the orchestrator sets one");
-  app.add_option("--collective-timeout-s", collective_s, "deadline of one cross-region collective");
+  app.add_option("--collective-timeout-s", collective_s,
+                 "deadline of one cross-region collective, for jobs whose assignment carries no timeouts (an older "
+                 "orchestrator's; the orchestrator's timeouts serve otherwise)");
   app.add_option("--worker-start-timeout-s", start_s, "launch -> all workers ready");
-  app.add_option("--round-timeout-s", round_s, "a worker silent for this long while a round runs is hung");
+  app.add_option("--round-timeout-s", round_s,
+                 "a worker silent for this long while a round runs is hung, for jobs whose assignment carries no "
+                 "timeouts (the orchestrator's round timeout serves otherwise)");
   CLI11_PARSE(app, argc, argv);
   o.work_dir = work_dir;
   o.key_file = key;

@@ -12,6 +12,7 @@
 
 #include "longhaul/common/random_token.h"
 #include "longhaul/proto/frame.h"
+#include "longhaul/proto/wire_timeouts.h"
 #include "longhaul/region_agent/capacity.h"
 #include "longhaul/worker/job_config.h"
 #include "longhaul/region_agent/region_report.h"
@@ -224,6 +225,10 @@ void Agent::OnAssignment(const v1::JobAssignment& a) {
   }
   auto config = worker::AdmitJob(a, options_.region, options_.workers);
   if (!config.ok()) return Reject(a.job_id(), config.status());
+  // The orchestrator owns the timeouts; an older one sends none and ours serve.
+  const Result<Timeouts> timeouts =
+      a.has_timeouts() ? proto::TimeoutsFromWire(a.timeouts(), "the assignment's timeouts") : options_.timeouts;
+  if (!timeouts.ok()) return Reject(a.job_id(), timeouts.status());
   auto program = options_.commands.Check(*config, options_.region);
   if (!program.ok()) return Reject(a.job_id(), program.status());
   if (config->command) config->command->argv.front() = program->string();  // exactly the file checked
@@ -262,8 +267,7 @@ void Agent::OnAssignment(const v1::JobAssignment& a) {
   launch.wan_delay_ms = options_.wan_delay_ms;
   launch.wan_jitter_ms = options_.wan_jitter_ms;
   launch.launch_id = ++launches_;
-  launch.collective_timeout = options_.timeouts.collective;
-  launch.link_io = options_.timeouts.link_io;
+  launch.timeouts = *timeouts;
   launch.python_path = python_path_;
   launch.validation_batches = options_.validation_batches;
   launch.compute_throttle_percent = options_.compute_throttle_percent;
@@ -443,7 +447,7 @@ void Agent::Supervise() {
       FailJob(job, *crash, true);
     } else if (job.launch_expired()) {
       FailJob(job, job.MissingHellos(), false);
-    } else if (auto hung = job.RoundOverdue(options_.timeouts.round)) {
+    } else if (auto hung = job.RoundOverdue(job.timeouts().round)) {
       FailJob(job, *hung, true);
     }
     if (job.phase() == RegionJob::Phase::kStopping && job.FinishStop()) {

@@ -22,7 +22,11 @@ bool SaysRegionUnknown(const v1::Error& e) {
 }  // namespace
 
 OrchestratorSession::OrchestratorSession(zmq::context_t& ctx, SessionOptions options, HealthBoard& health)
-    : ctx_(ctx), options_(std::move(options)), health_(health), heartbeat_interval_(options_.timeouts.heartbeat_interval) {}
+    : ctx_(ctx),
+      options_(std::move(options)),
+      health_(health),
+      heartbeat_interval_(options_.timeouts.heartbeat_interval),
+      heartbeat_misses_(options_.timeouts.heartbeat_misses) {}
 
 OrchestratorSession::~OrchestratorSession() { Stop(); }
 
@@ -69,6 +73,9 @@ bool OrchestratorSession::HandleFromOrchestrator(const zmq::message_t& frame, zm
       ++registrations_;
       last_ack_ = SteadyClock::now();
       if (r.heartbeat_interval_ms() > 0) heartbeat_interval_ = Duration(r.heartbeat_interval_ms());
+      // The orchestrator's own count of misses (an older one sends none: ours serves).
+      if (r.has_timeouts() && r.timeouts().heartbeat_misses() > 0)
+        heartbeat_misses_ = static_cast<int>(std::min<uint32_t>(r.timeouts().heartbeat_misses(), 1000));
       spdlog::info("registered region {} with {} (heartbeat every {} ms)", options_.region, options_.orchestrator,
                    heartbeat_interval_.count());
       return true;
@@ -124,7 +131,7 @@ void OrchestratorSession::Run() {
       ++heartbeats_sent_;
       next_heartbeat = now + heartbeat_interval_;
     }
-    if (registered_ && now - last_ack_ > heartbeat_interval_ * options_.timeouts.heartbeat_misses) {
+    if (registered_ && now - last_ack_ > heartbeat_interval_ * heartbeat_misses_) {
       spdlog::warn("no heartbeat ack from {} for {} ms; reconnecting and registering again", options_.orchestrator,
                    std::chrono::duration_cast<Duration>(now - last_ack_).count());
       registered_ = false;

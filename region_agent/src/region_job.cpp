@@ -96,8 +96,8 @@ SpawnOptions RegionJob::WorkerSpawn(int rank, const std::filesystem::path& store
   so.wan_host = options_.data_host;
   so.insecure = options_.insecure;
   so.key_file = wan_key_file_.string();
-  so.collective_timeout = options_.collective_timeout;
-  so.link_io = options_.link_io;
+  so.collective_timeout = options_.timeouts.collective;
+  so.link_io = options_.timeouts.link_io;
   so.validation_batches = options_.validation_batches;
   so.compute_throttle_percent = options_.compute_throttle_percent;
   so.worker_token = tokens_.at(static_cast<size_t>(rank));

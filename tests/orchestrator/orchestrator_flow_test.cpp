@@ -300,6 +300,37 @@ TEST_CASE("flow: without checkpoints a job whose regions all lost the state stay
   CHECK_THAT(status.reason(), Catch::Contains("no ready region holds the last committed parameters"));
 }
 
+TEST_CASE("flow: the orchestrator's timeouts go with every registration reply and assignment",
+          "[orchestrator][timeouts]") {
+  Rig rig("timeouts");
+  rig.Register("a", "id-a");
+  const auto want = rig.options().timeouts;
+  const auto check = [&](const v1::Timeouts& t) {
+    CHECK(t.round_ms() == want.round.count());
+    CHECK(t.collective_ms() == want.collective.count());
+    CHECK(t.link_io_ms() == want.link_io.count());
+    CHECK(t.heartbeat_misses() == static_cast<uint32_t>(want.heartbeat_misses));
+    CHECK(t.job_idle_ms() == static_cast<uint64_t>(want.job_idle.count()));
+  };
+  auto sent = rig.Take();
+  REQUIRE(sent.size() == 1);
+  REQUIRE(sent[0].msg.has_register_reply());
+  check(sent[0].msg.register_reply().timeouts());
+  for (auto& [r, id] : kAll) {
+    rig.Register(r, id);
+    rig.Heartbeat(r, id);
+  }
+  rig.Take();
+  rig.Submit(2);
+  int assignments = 0;
+  for (const auto& s : rig.Take())
+    if (s.msg.has_job_assignment()) {
+      ++assignments;
+      check(s.msg.job_assignment().timeouts());
+    }
+  CHECK(assignments == 3);
+}
+
 TEST_CASE("a restarted orchestrator resumes from the last committed round with a new epoch", "[orchestrator]") {
   Rig rig("restart");
   const std::string job = StartJob(rig, 3);

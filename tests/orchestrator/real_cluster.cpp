@@ -28,12 +28,13 @@ RealCluster::~RealCluster() {
 
 void RealCluster::StartOrchestrator(const std::string& bind) {
   fs::remove(dir / "endpoint");
-  const Status started = orchestrator.Start({kBin + "/longhaul-orchestrator", "--bind", bind, "--init", "--state", (dir / "state.sqlite").string(),
-                      "--key", (dir / "keys/orchestrator.key").string(), "--allowlist", (dir / "keys/allow").string(),
-                      "--endpoint-file", (dir / "endpoint").string(), "--checkpoint-dir",
-                      (dir / "checkpoints").string(), "--heartbeat-ms", "200", "--heartbeat-misses", "5",
-                      "--round-timeout-s", "60"},
-                     {.log_path = (dir / "orchestrator.log").string()});
+  std::vector<std::string> argv = {
+      kBin + "/longhaul-orchestrator", "--bind", bind, "--init", "--state", (dir / "state.sqlite").string(), "--key",
+      (dir / "keys/orchestrator.key").string(), "--allowlist", (dir / "keys/allow").string(), "--endpoint-file",
+      (dir / "endpoint").string(), "--checkpoint-dir", (dir / "checkpoints").string(), "--heartbeat-ms", "200",
+      "--heartbeat-misses", "5", "--round-timeout-s", std::to_string(options.round_timeout_s),
+      "--collective-timeout-s", "15"};  // survivors of a killed peer give up in seconds
+  const Status started = orchestrator.Start(argv, {.log_path = (dir / "orchestrator.log").string()});
   REQUIRE(started.ok());
   auto info = orchestrator::WaitForEndpointFile(dir / "endpoint", std::chrono::seconds(15));
   REQUIRE(info.ok());
@@ -44,8 +45,7 @@ void RealCluster::StartAgent(const std::string& region) {
   std::vector<std::string> argv = {
       kBin + "/longhaul-agent", "--region", region, "--orchestrator", ep.control, "--orchestrator-public-key",
       (dir / "keys/orchestrator.pub").string(), "--key", (dir / "keys" / (region + ".key")).string(), "--workers", std::to_string(options.workers),
-      "--data-host", "127.0.0.1", "--work-dir", (dir / region).string(), "--metrics", "127.0.0.1:0", "--bin-dir", kBin,
-      "--collective-timeout-s", "15"};  // survivors of a killed peer give up in seconds
+      "--data-host", "127.0.0.1", "--work-dir", (dir / region).string(), "--metrics", "127.0.0.1:0", "--bin-dir", kBin};
   argv.insert(argv.end(), options.agent_flags.begin(), options.agent_flags.end());
   // Only the ones this build has (an agent refuses to start on a missing one).
   for (const auto& c : options.allow_commands)

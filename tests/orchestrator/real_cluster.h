@@ -26,6 +26,9 @@ inline const std::vector<std::string> kClusterRegions = {"eu-west", "us-east", "
 
 struct RealClusterOptions {
   std::vector<std::string> agent_flags;  // extra flags for every agent (e.g. WAN emulation)
+  // The orchestrator's round timeout: every agent and worker gets the
+  // orchestrator's timeouts with the job's assignment.
+  int round_timeout_s = 60;
   // The users' programs the agents run (--allow-command) and the folders they
   // may run in; the SDK tests' defaults: Debian's Python, the C test workers, examples/.
   std::vector<std::string> allow_commands = {"/usr/bin/python3", std::string(LONGHAUL_BIN_DIR) + "/c_replay_worker",

@@ -182,6 +182,21 @@ TEST_CASE("region_agent: agent registers, heartbeats, rejects bad assignments an
   CHECK(rej->msg.job_rejected().error().code() == v1::ERROR_CODE_PERMISSION_DENIED);
   CHECK_THAT(rej->msg.job_rejected().error().message(), Catch::Contains("region eu runs no user programs"));
 
+  // Timeouts the orchestrator sent that break the hierarchy (collective above the round).
+  auto bad_timeouts = TinyJob("j-timeouts", "eu", 0, 1, 1);
+  bad_timeouts.mutable_timeouts()->set_link_io_ms(100);
+  bad_timeouts.mutable_timeouts()->set_collective_ms(5000);
+  bad_timeouts.mutable_timeouts()->set_heartbeat_interval_ms(100);
+  bad_timeouts.mutable_timeouts()->set_heartbeat_misses(3);
+  bad_timeouts.mutable_timeouts()->set_round_ms(1000);
+  bad_timeouts.mutable_timeouts()->set_job_idle_ms(10000);
+  orch.Send("eu", Wrap(bad_timeouts));
+  rej = orch.WaitFor(Body(v1::ControlMessage::kJobRejected), 5s);
+  REQUIRE(rej);
+  CHECK(rej->msg.job_rejected().job_id() == "j-timeouts");
+  CHECK_THAT(rej->msg.job_rejected().error().message(),
+             Catch::Contains("the assignment's timeouts") && Catch::Contains("collective"));
+
   v1::JobAssignment malformed;
   malformed.set_job_id("j-malformed");
   malformed.set_region("eu");

@@ -446,7 +446,7 @@ std::string WaitForText(const RealCluster& c, const std::string& job, const std:
 
 TEST_CASE("sdk: a script that never connects, or hangs in a round, is reported with its output", "[sdk]") {
   // Round timeout above the cluster's 15 s collective timeout (the hierarchy).
-  RealCluster c("sdk-hang", {.agent_flags = {"--worker-start-timeout-s", "5", "--round-timeout-s", "18"}});
+  RealCluster c("sdk-hang", {.agent_flags = {"--worker-start-timeout-s", "5"}, .round_timeout_s = 18});
   c.StartOrchestrator();
   for (int i = 0; i < 2; ++i) c.StartAgent(kClusterRegions[i]);
   const std::string never = c.Submit(CommandSpec(c, {kPython, kSource + "/tests/sdk/workers/hang_worker.py", "start"}, 3, 5));

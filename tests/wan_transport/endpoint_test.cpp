@@ -107,6 +107,21 @@ TEST_CASE("recv from a silent peer fails by the deadline naming the peer") {
   CHECK_FALSE((*l)->Recv(0, 0, DeadlineAfter(10ms)).ok());  // self is not a peer
 }
 
+TEST_CASE("a group's deadline bounds every call on its link, and a group past it cannot be joined") {
+  Cluster c(2);
+  GroupSpec spec = c.Spec(0);
+  spec.deadline = DeadlineAfter(300ms);
+  auto l = c.eps[0]->Join(spec);
+  REQUIRE(l.ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto got = (*l)->Recv(1, 0, DeadlineAfter(30s));  // the call's own deadline is far later
+  CHECK(got.status().code() == StatusCode::kDeadlineExceeded);
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+  GroupSpec late = c.Spec(0, 2, 2);
+  late.deadline = std::chrono::steady_clock::now() - 1ms;
+  CHECK(c.eps[0]->Join(late).status().code() == StatusCode::kDeadlineExceeded);
+}
+
 TEST_CASE("cancelling an epoch ends a blocked recv at once, later epochs still work") {
   Cluster c(2);
   auto blocked = c.eps[0]->Join(c.Spec(0, 3, 7));

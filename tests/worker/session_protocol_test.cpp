@@ -15,6 +15,7 @@
 #include "longhaul/common/checksum.h"
 
 #include "longhaul/proto/job_defaults.h"
+#include "longhaul/proto/wire_timeouts.h"
 #include "longhaul/session/session.h"
 
 namespace ls = longhaul::session;
@@ -126,8 +127,10 @@ struct Rig {
   std::future<longhaul::Status> started;
 
   // Opens the session and answers its hello with `first` (nothing: the test does).
-  explicit Rig(std::optional<v1::ControlMessage> first = Start(1, 1), int compute_throttle_percent = 100) {
+  explicit Rig(std::optional<v1::ControlMessage> first = Start(1, 1), int compute_throttle_percent = 100,
+               std::optional<v1::Timeouts> timeouts = std::nullopt) {
     v1::JobAssignment a;
+    if (timeouts) *a.mutable_timeouts() = *timeouts;
     a.set_job_id(kJob);
     a.set_region(kRegion);
     auto* spec = a.mutable_spec();
@@ -155,7 +158,8 @@ struct Rig {
     started = std::async(std::launch::async, [this] { return session->Start(params, {}); });
     const auto hello = agent.Sent(0);
     REQUIRE(hello.has_worker_hello());
-    CHECK(hello.worker_hello().num_params() == params.size());
+    if (hello.worker_hello().error().code() == v1::ERROR_CODE_UNSPECIFIED)  // a refused start says why instead
+      CHECK(hello.worker_hello().num_params() == params.size());
     if (!first) return;
     agent.Push(*first);
     REQUIRE(started.get().ok());
@@ -345,4 +349,47 @@ TEST_CASE("session options: the compute throttle travels in the worker's environ
   CHECK(env.at("LONGHAUL_COMPUTE_THROTTLE_PERCENT") == "250");
   o.compute_throttle_percent = 99;
   CHECK_THAT(o.Validate().message(), Catch::Contains("compute_throttle_percent must be in [100, 10000], got 99"));
+}
+
+namespace {
+// Short timeouts as the orchestrator would send them (the hierarchy holds).
+v1::Timeouts ShortTimeouts() {
+  longhaul::Timeouts t;
+  t.link_io = 100ms;
+  t.collective = 200ms;
+  t.heartbeat_interval = 10ms;
+  t.heartbeat_misses = 2;
+  t.round = 500ms;
+  t.job_idle = 1500ms;
+  return longhaul::proto::TimeoutsToWire(t);
+}
+}  // namespace
+
+TEST_CASE("session: the orchestrator's timeouts bound its waits: no verdict rolls the round back after the round "
+          "timeout and no START ends the worker after the job idle timeout",
+          "[session][timeouts]") {
+  Rig rig(Start(1, 1), 100, ShortTimeouts());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto [last, report] = rig.RoundToReport(1);
+  CHECK(report.ok());
+  // Nobody answers: rolled back after 0.5 s, then given up after 1.5 s more.
+  auto result = last.get();
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE_FALSE(result.ok());
+  CHECK(result.status().code() == longhaul::StatusCode::kDeadlineExceeded);
+  CHECK_THAT(result.status().message(), Catch::Contains("job idle timeout"));
+  CHECK(waited >= 1.9);
+  CHECK(waited < 10);
+  CHECK(rig.session->committed_round() == 0);
+  CHECK(std::vector<float>(rig.session->theta().begin(), rig.session->theta().end()) == std::vector<float>(8, 1.0f));
+}
+
+TEST_CASE("session: an assignment whose timeouts break the hierarchy is refused in the hello, naming the pair",
+          "[session][timeouts]") {
+  v1::Timeouts bad = ShortTimeouts();
+  bad.set_collective_ms(900);  // above the round timeout
+  Rig rig(std::nullopt, 100, bad);
+  REQUIRE_FALSE(rig.started.get().ok());
+  const auto hello = rig.agent.Sent(0).worker_hello();
+  CHECK_THAT(hello.error().message(), Catch::Contains("the assignment's timeouts") && Catch::Contains("collective"));
 }

@@ -21,6 +21,7 @@ class WanGroupLink final : public sync_policies::CollectiveLink {
 
   Status Send(int peer, uint32_t tag, std::span<const std::byte> data, Deadline deadline) override {
     LONGHAUL_RETURN_IF_ERROR(CheckSend(peer, data.size()));
+    deadline = std::min(deadline, spec_.deadline);
     std::vector<std::byte> copy = ep_->pool_->Take(data.size());
     std::copy(data.begin(), data.end(), copy.begin());
     return SendOwned(peer, tag, std::move(copy), deadline);
@@ -32,6 +33,7 @@ class WanGroupLink final : public sync_policies::CollectiveLink {
   // The buffer itself goes out (zero-copy zmq messages reference it) and
   // returns to the pool once every chunk is sent and the transfer acked.
   Status SendOwned(int peer, uint32_t tag, std::vector<std::byte>&& data, Deadline deadline) override {
+    deadline = std::min(deadline, spec_.deadline);
     const size_t size = data.size();
     LONGHAUL_RETURN_IF_ERROR(CheckSend(peer, size));
     auto t = std::make_shared<OutTransfer>();
@@ -59,6 +61,7 @@ class WanGroupLink final : public sync_policies::CollectiveLink {
   }
 
   Result<std::vector<std::byte>> Recv(int peer, uint32_t tag, Deadline deadline) override {
+    deadline = std::min(deadline, spec_.deadline);
     LONGHAUL_RETURN_IF_ERROR(CheckPeer(peer));
     const std::string who = "rank " + std::to_string(peer) + " (" + spec_.peers[peer].endpoint + ")";
     const auto link_io = ep_->opt_.timeouts.link_io;
@@ -145,6 +148,8 @@ Result<std::unique_ptr<sync_policies::CollectiveLink>> WanEndpoint::Join(const G
   if (spec.rank < 0 || spec.rank >= static_cast<int>(spec.peers.size())) {
     return InvalidArgument("GroupSpec.rank " + std::to_string(spec.rank) + " outside [0, " + std::to_string(spec.peers.size()) + ")");
   }
+  if (std::chrono::steady_clock::now() >= spec.deadline)
+    return DeadlineExceeded("joining round " + std::to_string(spec.round) + ": its deadline has passed");
   if (spec.job_id != impl_->opt_.job_id) {
     return InvalidArgument("GroupSpec.job_id '" + spec.job_id + "' differs from the endpoint's job '" + impl_->opt_.job_id + "'");
   }

@@ -10,6 +10,7 @@
 #include "agent_channel.h"
 #include "longhaul/common/checksum.h"
 #include "longhaul/proto/frame.h"
+#include "longhaul/proto/wire_timeouts.h"
 #include "longhaul/proto/wire_enums.h"
 #include "longhaul/sync_policies/in_process_link.h"
 #include "longhaul/session/checkpoint_path.h"
@@ -20,8 +21,8 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-// Waiting on the orchestrator has no deadline of its own: the agent supervises
-// the round (and kills a worker that outlives it); this only bounds each wait.
+// One wait on the agent's channel; the waits as a whole are bounded by the
+// job's timeouts (AwaitStart: job idle; the verdict: the round).
 Deadline Later() { return DeadlineAfter(std::chrono::hours(1)); }
 
 Status CheckRank(const SessionOptions& options, const worker::JobConfig& config) {
@@ -169,6 +170,15 @@ Status Session::Start(std::span<float> params, StartOptions options) {
   start_ = std::move(options);
   uint32_t restored = 0;
   Status status = [&]() -> Status {
+    // The orchestrator's timeouts bound every wait of this worker (an older
+    // orchestrator sends none: the defaults, with the agent's collective and
+    // link I/O timeouts).
+    if (assignment_.has_timeouts()) {
+      LONGHAUL_ASSIGN_OR_RETURN(timeouts_, proto::TimeoutsFromWire(assignment_.timeouts(), "the assignment's timeouts"));
+    } else {
+      timeouts_.collective = options_.collective_timeout;
+      timeouts_.link_io = options_.link_io;
+    }
     worker::ReplicaOptions r;
     r.region = options_.region;
     r.schedule = config_.schedule;
@@ -278,8 +288,11 @@ Status Session::BeginRound(const v1::RoundCommand& cmd, bool* joined) {
   std::unique_ptr<sync_policies::CollectiveLink> link;
   if (needs_link && peers.size() > 1) {
     // The scheduler sized the parallel connections from the measured link.
+    // No call on the round's link waits past two round timeouts: it serves
+    // this round and, with Streaming DiLoCo's overlap, the start of the next
+    // (each round bounded by the round timeout).
     auto group = wan_->Join(peers, my_rank, cmd.round(), cmd.epoch(), static_cast<int>(cmd.connections_per_link()),
-                            DeadlineAfter(options_.collective_timeout));
+                            DeadlineAfter(timeouts_.round * 2));
     if (!group.ok()) return group.status().WithContext("joining the round's WAN group");
     link = std::move(*group);
   }
@@ -299,8 +312,14 @@ Status Session::BeginRound(const v1::RoundCommand& cmd, bool* joined) {
 }
 
 Result<bool> Session::AwaitStart() {
+  // The orchestrator fails a job with no committed round for job_idle: a
+  // worker that waited that long for its next START was forgotten.
+  const Deadline give_up = DeadlineAfter(timeouts_.job_idle);
   for (;;) {
-    auto msg = channel_->Next(Later());
+    auto msg = channel_->Next(std::min(give_up, Later()));
+    if (!msg && std::chrono::steady_clock::now() >= give_up)
+      return DeadlineExceeded("no START or STOP from the agent within the job idle timeout (" +
+                              std::to_string(timeouts_.job_idle.count() / 1000) + " s)");
     if (!msg || !msg->has_round_command() || msg->round_command().job_id() != config_.job_id) continue;
     const auto& cmd = msg->round_command();
     if (cmd.kind() == v1::RoundCommand::STOP) {
@@ -472,8 +491,16 @@ Result<StepEvent> Session::FinishRound() {
     std::error_code ec;
     std::filesystem::remove(*checkpoint, ec);
   };
+  // The orchestrator decides every round within its round timeout (a verdict,
+  // an ABORT or a new START); a worker that heard none by then rolls back.
+  const Deadline verdict_by = DeadlineAfter(timeouts_.round);
   for (;;) {
-    auto msg = channel_->Next(Later());
+    auto msg = channel_->Next(std::min(verdict_by, Later()));
+    if (!msg && std::chrono::steady_clock::now() >= verdict_by) {
+      drop_checkpoint();
+      return AfterAbort("no verdict within the round timeout (" + std::to_string(timeouts_.round.count() / 1000) +
+                        " s)");
+    }
     if (!msg) continue;
     if (msg->has_round_verdict()) {
       const auto& v = msg->round_verdict();

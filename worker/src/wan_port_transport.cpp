@@ -18,8 +18,9 @@ class TransportWanPort final : public WanPort {
 
   Result<std::unique_ptr<sync_policies::CollectiveLink>> Join(const std::vector<WanPeer>& peers, int rank,
                                                               uint32_t round, uint64_t epoch, int connections_per_peer,
-                                                              Deadline) override {
+                                                              Deadline deadline) override {
     wan_transport::GroupSpec spec;
+    spec.deadline = deadline;
     spec.job_id = options_.job_id;
     spec.connections_per_peer = connections_per_peer;
     spec.round = round;

@@ -111,7 +111,7 @@ Status LocalCluster::Boot() {
        (keys / "orchestrator.key").string(), "--allowlist", (keys / "control-allow").string(), "--metrics",
        "127.0.0.1:0", "--endpoint-file", (work_ / "orchestrator.endpoint").string(), "--checkpoint-dir",
        (work_ / "checkpoints").string(), "--heartbeat-ms", "250", "--heartbeat-misses", "8", "--round-timeout-s",
-       std::to_string(o.round_timeout.count())},
+       std::to_string(o.round_timeout.count()), "--collective-timeout-s", std::to_string(o.collective_timeout.count())},
       (log_dir() / "orchestrator.log").string(), detached);
   if (!orch.ok()) return orch.status();
   LONGHAUL_ASSIGN_OR_RETURN(auto ep, WaitForEndpointFile(work_ / "orchestrator.endpoint", std::chrono::seconds(15)));

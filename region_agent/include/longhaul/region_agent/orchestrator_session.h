@@ -67,6 +67,7 @@ class OrchestratorSession {
   uint64_t request_id_ = 0;
   uint64_t heartbeat_seq_ = 0;
   Duration heartbeat_interval_{500};
+  int heartbeat_misses_ = 6;  // the orchestrator's, once it told us (RegisterReply.timeouts)
   std::chrono::steady_clock::time_point last_ack_{};
   std::thread thread_;
 };

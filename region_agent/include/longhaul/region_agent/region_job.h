@@ -37,8 +37,9 @@ struct JobLaunchOptions {
   double wan_delay_ms = 0;
   double wan_jitter_ms = 0;
   uint64_t launch_id = 0;               // unique per launch: fresh Gloo store folder
-  Duration collective_timeout{std::chrono::seconds(60)};
-  Duration link_io{std::chrono::seconds(10)};
+  // The job's timeouts (the assignment's, else the agent's own): workers get
+  // collective and link I/O, the agent fails a round that outlives `round`.
+  Timeouts timeouts;
   int validation_batches = 4;
   int compute_throttle_percent = 100;  // benchmarks and tests: a slower region
   Duration start_timeout{std::chrono::seconds(60)};
@@ -107,6 +108,7 @@ class RegionJob {
   // none for longer than `limit`, across aborted retries too: a hung worker
   // ("worker(s) 1 sent no report within 600 s (hung?)").
   std::optional<Failure> RoundOverdue(Duration limit) const;
+  const Timeouts& timeouts() const { return options_.timeouts; }
   // A committed verdict of the job's last round: workers may now exit by
   // themselves (status 0) without that being a crash.
   void OnVerdict(const v1::RoundVerdict& verdict);

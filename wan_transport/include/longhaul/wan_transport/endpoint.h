@@ -73,6 +73,9 @@ struct GroupSpec {
   // choice for the round); 0 = WanOptions::connections_per_peer. Connections
   // are kept per peer across groups and only ever added.
   int connections_per_peer = 0;
+  // No call on the group's link waits past this (the round's deadline); a
+  // call's own earlier deadline still applies.
+  Deadline deadline = Deadline::max();
 };
 
 // What one probe measured.

@@ -145,6 +145,7 @@ class Session {
   SessionOptions options_;
   worker::JobConfig config_;
   v1::JobAssignment assignment_;
+  Timeouts timeouts_;  // the assignment's (the orchestrator's), bounding every wait
   std::unique_ptr<trainer::IntraRegionGroup> group_;
   std::unique_ptr<worker::WanPort> wan_;
   std::unique_ptr<AgentLink> channel_;
