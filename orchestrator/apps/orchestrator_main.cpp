@@ -4,6 +4,8 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <memory>
 #include <csignal>
 #include <filesystem>
 #include <iostream>
@@ -19,6 +21,26 @@
 namespace {
 std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop.store(true); }
+
+// --crash-at-write KIND:N:before|after: a write hook that ends the process at
+// that write (std::_Exit: no destructor, no flush, as a kill would).
+longhaul::Result<longhaul::orchestrator::StateWriteHook> CrashAtWrite(const std::string& spec) {
+  const auto a = spec.find(':'), b = spec.rfind(':');
+  int n = 0;
+  if (a == std::string::npos || a == b || (n = std::atoi(spec.substr(a + 1, b - a - 1).c_str())) < 1 ||
+      (spec.substr(b + 1) != "before" && spec.substr(b + 1) != "after"))
+    return longhaul::InvalidArgument("--crash-at-write '" + spec + "': expected KIND:N:before|after, N >= 1");
+  const std::string kind = spec.substr(0, a);
+  const bool after = spec.substr(b + 1) == "after";
+  auto seen = std::make_shared<int>(0);
+  return longhaul::orchestrator::StateWriteHook(
+      [kind, n, after, seen](const longhaul::orchestrator::StateWrite& w, bool committed) {
+        if (w.kind != kind) return longhaul::Status::Ok();
+        if (!committed) ++*seen;
+        if (*seen == n && committed == after) std::_Exit(86);
+        return longhaul::Status::Ok();
+      });
+}
 
 int Fail(const longhaul::Status& s) {
   std::cerr << "longhaul-orchestrator: " << s.ToString() << "\n";
@@ -50,6 +72,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000));
   app.add_option("--round-timeout-s", round_timeout_s, "deadline of one round attempt")->check(CLI::Range(1, 86400));
   int collective_timeout_s = 0, job_idle_timeout_s = 0;
+  // Fault injection for the crash-point tests, hidden from --help: the process
+  // dies (_Exit, as if killed) at the N-th state write of a kind, before or
+  // after its COMMIT. Never used in production.
+  std::string crash_at_write;
+  app.add_option("--crash-at-write", crash_at_write, "KIND:N:before|after (tests only)")->group("");
   app.add_option("--collective-timeout-s", collective_timeout_s,
                  "deadline of one cross-region collective (0 = the smaller of 60 s and half the round timeout)")
       ->check(CLI::Range(0, 86400));
@@ -109,6 +136,11 @@ int main(int argc, char** argv) {
   const bool fresh = !std::filesystem::exists(state_file) || std::filesystem::file_size(state_file, size_ec) == 0;
   auto store = orchestrator::StateStore::Open(state_file, /*create=*/fresh && init);
   if (!store.ok()) return Fail(store.status());
+  if (!crash_at_write.empty()) {
+    auto hook = CrashAtWrite(crash_at_write);
+    if (!hook.ok()) return Fail(hook.status());
+    (*store)->SetWriteHook(std::move(*hook));
+  }
   auto metrics_server =
       monitoring::MetricsServer::Start({.bind_address = metrics_addr, .web_config_file = metrics_web_config});
   if (!metrics_server.ok()) return Fail(metrics_server.status());

@@ -40,13 +40,15 @@ struct Cluster {
     MakeKeys(dir / "keys", names, {"eu-west", "us-east", "ap-south", "cli"});
   }
   ~Cluster() { agents.clear(); }
-  void StartOrchestrator(const std::string& bind = "tcp://127.0.0.1:0") {
+  void StartOrchestrator(const std::string& bind = "tcp://127.0.0.1:0", const std::vector<std::string>& extra = {}) {
     fs::remove(dir / "endpoint");
-    const longhaul::Status started = orchestrator.Start({kBin + "/longhaul-orchestrator", "--bind", bind, "--init", "--state", (dir / "state.sqlite").string(),
-                        "--key", (dir / "keys/orchestrator.key").string(), "--allowlist",
-                        (dir / "keys/allow").string(), "--endpoint-file", (dir / "endpoint").string(),
-                        "--heartbeat-ms", "100", "--heartbeat-misses", "5", "--round-timeout-s", "10"},
-                       {.log_path = (dir / "orchestrator.log").string()});
+    std::vector<std::string> argv = {kBin + "/longhaul-orchestrator", "--bind", bind, "--init", "--state",
+                                     (dir / "state.sqlite").string(), "--key", (dir / "keys/orchestrator.key").string(),
+                                     "--allowlist", (dir / "keys/allow").string(), "--endpoint-file",
+                                     (dir / "endpoint").string(), "--heartbeat-ms", "100", "--heartbeat-misses", "5",
+                                     "--round-timeout-s", "10"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    const longhaul::Status started = orchestrator.Start(argv, {.log_path = (dir / "orchestrator.log").string()});
     REQUIRE(started.ok());
     auto info = orchestrator::WaitForEndpointFile(dir / "endpoint", 10s);
     REQUIRE(info.ok());
@@ -325,6 +327,53 @@ TEST_CASE("an agent that restarts while the job starts gets the job again at onc
   CHECK(std::chrono::steady_clock::now() - restarted_at < 5s);  // the round timeout is 10 s
   st = c.WaitFor(job, [](const v1::JobStatus& s) { return s.state() == "succeeded"; }, 30s);
   CHECK(st.state() == "succeeded");
+}
+
+TEST_CASE("the real orchestrator dies at a state write of each kind, before and after its COMMIT: restarted, it "
+          "loses no acknowledged job and applies no round twice",
+          "[control_plane][crash_sweep]") {
+  // The process complement of crash_sweep_test.cpp (every write, in-process):
+  // here the real binary _Exits inside the write hook (--crash-at-write), the
+  // CLI retries its submit with the same idempotency key, and fake agents run
+  // the job to its end across the restart.
+  const std::vector<std::string> points = {"create_job:1:before",   "create_job:1:after", "save_job:1:before",
+                                           "save_job:1:after",      "commit_round:2:before",
+                                           "commit_round:2:after"};
+  for (const auto& point : points) {
+    INFO("crash at " << point);
+    Cluster c("cp-crash");
+    c.StartOrchestrator("tcp://127.0.0.1:0", {"--crash-at-write", point});
+    const std::string port = c.ep.control.substr(c.ep.control.rfind(':') + 1);
+    c.StartAgents(50ms);
+    const auto submit = [&](std::string* id) {
+      std::ostringstream out, err;
+      const int rc = orchestrator::CliSubmit(c.Cli(&out, &err), c.WriteJob(3).string(), false, "crash-sweep-key");
+      const auto pos = out.str().find("job-");
+      if (rc == 0 && pos != std::string::npos) *id = out.str().substr(pos, 10);
+      return rc;
+    };
+    std::string acknowledged;
+    (void)submit(&acknowledged);  // unanswered when the process died before answering
+    REQUIRE(c.orchestrator.Wait(30s) == std::optional<int>(86));  // it died at that write
+    c.StartOrchestrator("tcp://127.0.0.1:" + port);
+    std::string job;
+    REQUIRE(submit(&job) == 0);  // the retry: the job the first reply named, if there was one
+    if (!acknowledged.empty()) CHECK(job == acknowledged);
+    const auto st = c.WaitFor(job, [](const v1::JobStatus& s) { return s.state() == "succeeded"; }, 40s);
+    INFO(st.state() << ": " << st.reason());
+    REQUIRE(st.state() == "succeeded");
+    auto store = orchestrator::StateStore::Open(c.dir / "state.sqlite", false);
+    REQUIRE(store.ok());
+    CHECK((*store)->LoadJobs().value().size() == 1);
+    const auto rounds = (*store)->LoadRounds(job);
+    REQUIRE(rounds.ok());
+    REQUIRE(rounds->size() == 3);
+    for (uint32_t i = 0; i < 3; ++i) CHECK((*rounds)[i].round == i + 1);
+    for (auto& a : c.agents) {
+      auto seen = a->committed();
+      CHECK(std::adjacent_find(seen.begin(), seen.end(), std::greater_equal<uint32_t>()) == seen.end());
+    }
+  }
 }
 
 TEST_CASE("a wrong-key agent and a wrong-key CLI are refused", "[control_plane]") {
