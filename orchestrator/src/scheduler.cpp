@@ -6,6 +6,7 @@
 
 #include "longhaul/sync_policies/cu_model.h"
 #include "longhaul/sync_policies/ring_order.h"
+#include "longhaul/wan_transport/endpoint.h"
 
 namespace longhaul::orchestrator {
 
@@ -66,10 +67,10 @@ double PredictRoundCommSeconds(const RoundShape& shape, const sync_policies::Wan
 }
 
 uint32_t ConnectionsForLink(double bytes_per_second, double rtt_seconds, const ScheduleOptions& o) {
-  if (bytes_per_second <= 0 || rtt_seconds <= 0 || o.bytes_in_flight_per_connection <= 0) return 1;
-  const double bdp = bytes_per_second * rtt_seconds;
-  const double n = std::ceil(bdp / o.bytes_in_flight_per_connection);
-  return static_cast<uint32_t>(std::clamp(n, 1.0, static_cast<double>(std::max<uint32_t>(1, o.max_connections_per_link))));
+  if (o.bytes_in_flight_per_connection < 1) return 1;
+  return static_cast<uint32_t>(wan_transport::ConnectionsForBdp(
+      bytes_per_second, rtt_seconds, static_cast<size_t>(o.bytes_in_flight_per_connection),
+      static_cast<int>(std::min<uint32_t>(o.max_connections_per_link, 1024)), /*unmeasured=*/1));
 }
 
 Result<RoundSchedule> PlanRound(const std::vector<std::string>& participants, const LinkTable& links,

@@ -109,10 +109,11 @@ LinkMatrix LinkEstimator::Snapshot() const {
   return out;
 }
 
-int ConnectionsForBdp(double bw, double rtt, size_t window_bytes) {
-  if (bw <= 0 || rtt <= 0 || window_bytes == 0) return 4;
-  double k = std::ceil(bw * rtt / static_cast<double>(window_bytes));
-  return static_cast<int>(std::clamp(k, 1.0, 16.0));
+int ConnectionsForBdp(double bw, double rtt, size_t window_bytes, int max_connections, int unmeasured) {
+  const double cap = std::max(1, max_connections);
+  if (bw <= 0 || rtt <= 0 || window_bytes == 0) return static_cast<int>(std::clamp<double>(unmeasured, 1.0, cap));
+  const double k = std::ceil(bw * rtt / static_cast<double>(window_bytes));
+  return static_cast<int>(std::clamp(k, 1.0, cap));
 }
 
 }  // namespace longhaul::wan_transport

@@ -4,7 +4,7 @@
 // each region's observed rate from its last RoundReport) it picks
 //   - the ring order (sync_policies::ChooseRingOrder: widest bottleneck),
 //   - connections per link, enough to keep the bandwidth-delay product in
-//     flight: ceil(bandwidth * RTT / bytes_in_flight_per_connection),
+//     flight (wan_transport::ConnectionsForBdp, the one BDP formula),
 //   - the predicted communication time of the round: how long its compute
 //     waits for the WAN, from sync_policies' CU model (cu_model.h: each ring
 //     all-reduce of S bytes over M regions moves 2(M-1)/M * S over the

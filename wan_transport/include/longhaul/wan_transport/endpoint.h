@@ -120,8 +120,11 @@ class WanEndpoint {
   std::unique_ptr<Impl> impl_;
 };
 
-// Connections per peer from a bandwidth-delay product: enough TCP windows of
-// window_bytes to cover bandwidth*rtt, clamped to [1, 16].
-int ConnectionsForBdp(double bandwidth_bytes_per_second, double rtt_seconds, size_t window_bytes = size_t{4} << 20);
+// Connections per link from the bandwidth-delay product, the one formula (the
+// transport's own choice and the orchestrator's scheduler both use it): enough
+// windows of window_bytes in flight to cover bandwidth * rtt, in
+// [1, max_connections]; `unmeasured` while bandwidth or RTT is unknown.
+int ConnectionsForBdp(double bandwidth_bytes_per_second, double rtt_seconds, size_t window_bytes = size_t{4} << 20,
+                      int max_connections = 16, int unmeasured = 4);
 
 }  // namespace longhaul::wan_transport
