@@ -209,6 +209,13 @@ void Orchestrator::HandleJobRejected(const std::string& identity, const v1::Cont
   if (!m) return Reject("wrong_job", r.region() + " rejected " + job.rec.id + " but was not assigned to it");
   const std::string why = r.region() + " rejected the job: " + r.error().message();
   spdlog::warn("{}: {}", job.rec.id, why);
+  if (!m->restore_from.empty() && r.error().message().find(m->restore_from) == std::string::npos) {
+    // Every refusal of a checkpoint names its file (the agent's admission, the
+    // workers' restore and checks): this one came from the launch before the
+    // restore was asked for, whose answer is still to come.
+    spdlog::info("{}: {}'s rejection predates its restore; waiting for the restore's answer", job.rec.id, r.region());
+    return;
+  }
   m->ready = false;
   m->detail = "rejected: " + r.error().message();
   if (!m->restore_from.empty()) {

@@ -269,6 +269,11 @@ TEST_CASE("flow: a refused checkpoint is not tried again: the next region's is",
   v1::ControlMessage rejected;
   rejected.mutable_job_rejected()->set_job_id(job);
   rejected.mutable_job_rejected()->set_region("a");
+  // A rejection from the launch before the restore (it names no checkpoint): not the restore's answer.
+  rejected.mutable_job_rejected()->mutable_error()->set_message("worker 0 exited with status 1");
+  rig.Send("id-a2", rejected);
+  rig.Pass(100ms, kRestarted, {job});
+  CHECK(Assignments(rig.Take()).empty());  // a's restore is still under way
   rejected.mutable_job_rejected()->mutable_error()->set_message("checkpoint /ckpt/a-1: its parameters hash to x");
   rig.Send("id-a2", rejected);
   rig.Pass(100ms, kRestarted, {job});
