@@ -27,7 +27,9 @@
 namespace longhaul::wan_transport {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
-inline constexpr const char* kProbeJob = "__longhaul_probe__";
+// Probes (TensorChunkHeader.kind PROBE) reassemble under this group, apart
+// from every round's: an empty job id, which no job has.
+inline bool IsProbe(const v1::TensorChunkHeader& h) { return h.kind() == v1::CHUNK_KIND_PROBE; }
 
 // One outgoing transfer, kept until the receiver acknowledges it.
 struct OutTransfer {

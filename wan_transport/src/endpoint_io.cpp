@@ -313,7 +313,8 @@ std::shared_ptr<OutTransfer> WanEndpoint::Impl::LeadProbeFor(const OutTransfer& 
   // The receiver acks and drops probes (endpoint_rx.cpp), never delivers them;
   // the sender's rank keeps its probes apart from other senders'.
   lead->base.set_protocol_version(1);
-  lead->base.set_job_id(kProbeJob);
+  lead->base.set_kind(v1::CHUNK_KIND_PROBE);
+  lead->base.set_job_id(opt_.job_id);
   lead->base.set_shard(t.base.shard());
   lead->base.set_transfer_id(NextTransferId(static_cast<int>(t.base.shard())));
   lead->base.set_fragment(static_cast<uint32_t>(lead->base.transfer_id()));
@@ -326,7 +327,7 @@ Result<std::shared_ptr<OutTransfer>> WanEndpoint::Impl::Enqueue(std::shared_ptr<
     std::unique_lock lock(mu_);
     // One message larger than the window may go when nothing else is in flight.
     // Probes belong to no round: only round transfers are cancelled.
-    const bool probe = t->base.job_id() == kProbeJob;
+    const bool probe = IsProbe(t->base);
     auto cancelled = [&] { return !probe && Cancelled(t->base.epoch()); };
     bool ok = cv_.wait_until(lock, deadline, [&] {
       return cancelled() || inflight_bytes_ == 0 || inflight_bytes_ + t->size() <= opt_.max_inflight_bytes;

@@ -54,7 +54,7 @@ void WanEndpoint::Impl::DrainRouter() {
 }
 
 void WanEndpoint::Impl::HandleChunk(const zmq::message_t& id, const v1::TensorChunkHeader& h, const zmq::message_t& payload) {
-  bool probe = h.job_id() == kProbeJob;
+  const bool probe = IsProbe(h);
   if (!probe && h.job_id() != opt_.job_id) {
     return Drop("other job", "job '" + h.job_id() + "', this endpoint serves '" + opt_.job_id + "'");
   }
@@ -70,7 +70,7 @@ void WanEndpoint::Impl::HandleChunk(const zmq::message_t& id, const v1::TensorCh
   bool send_reply = false;
   {
     std::lock_guard lock(mu_);
-    GroupKey key{h.job_id(), h.epoch(), h.round()};
+    GroupKey key{probe ? std::string() : h.job_id(), h.epoch(), h.round()};
     if (!probe && h.epoch() < newest_epoch_) {
       return Drop("stale epoch", "epoch " + std::to_string(h.epoch()) + " < current " + std::to_string(newest_epoch_));
     }
@@ -129,7 +129,7 @@ void WanEndpoint::Impl::RegisterGroup(const GroupKey& key) {
   closed_groups_.erase(key);
   // Frames buffered for groups of older epochs can never be received now.
   for (auto it = groups_.begin(); it != groups_.end();) {
-    if (std::get<1>(it->first) < newest_epoch_ && std::get<0>(it->first) != kProbeJob) it = groups_.erase(it);
+    if (std::get<1>(it->first) < newest_epoch_ && !std::get<0>(it->first).empty()) it = groups_.erase(it);
     else ++it;
   }
 }
@@ -180,7 +180,8 @@ Result<ProbeResult> WanEndpoint::Probe(const PeerSpec& peer, size_t probe_bytes,
     t->peer_endpoint = peer.endpoint;
     t->peer_key = peer.public_key;
     t->data = std::make_shared<const std::vector<std::byte>>(bytes);
-    t->base.set_job_id(kProbeJob);
+    t->base.set_kind(v1::CHUNK_KIND_PROBE);
+    t->base.set_job_id(impl_->opt_.job_id);
     t->base.set_shard(0xFFFF);  // apart from the lead probes of rank-numbered senders
     t->base.set_transfer_id(impl_->NextTransferId(0xFFFF));
     t->base.set_fragment(static_cast<uint32_t>(t->base.transfer_id()));
