@@ -26,6 +26,21 @@ uint32_t MagnitudeBits(float f) {
   return u & 0x7fffffffu;  // total order on |x| (NaN above Inf): a valid comparator
 }
 
+// A magnitude floor that about 1.5k + 64 of the n entries reach, from an evenly
+// strided sample of at most 65,536 (0 = keep everything).
+uint32_t SampledFloor(std::span<const float> in, size_t k) {
+  const size_t n = in.size();
+  const size_t m = std::min<size_t>(n, 65536);
+  const size_t want = static_cast<size_t>(1.5 * static_cast<double>(k) * static_cast<double>(m) / static_cast<double>(n)) + 64;
+  if (want >= m) return 0;
+  thread_local std::vector<uint32_t> sample;
+  sample.resize(m);
+  for (size_t j = 0; j < m; ++j) sample[j] = MagnitudeBits(in[j * n / m]);
+  std::nth_element(sample.begin(), sample.begin() + static_cast<std::ptrdiff_t>(want), sample.end(),
+                   std::greater<uint32_t>());
+  return sample[want];
+}
+
 class TopKCompressor final : public Compressor {
  public:
   explicit TopKCompressor(double fraction) : fraction_(fraction) {}
@@ -38,28 +53,42 @@ class TopKCompressor final : public Compressor {
     uint32_t k32 = static_cast<uint32_t>(k);
     std::memcpy(out.data(), &k32, 4);
     if (k == 0) return;
-    // Threshold = the k-th largest magnitude (selection on plain keys, cheaper
-    // than on indices), then one pass in index order takes everything above it
-    // and the lowest-index entries equal to it.
-    std::vector<uint32_t> keys(n);
-    for (size_t i = 0; i < n; ++i) keys[i] = MagnitudeBits(in[i]);
-    std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(k - 1), keys.end(),
+    // One pass over the input, not a selection over all of it: a floor
+    // estimated from a sample keeps a few more than k candidates, in index
+    // order; the exact k-th largest magnitude is selected among them; the
+    // output is taken from them. The result is exactly the k largest (ties to
+    // the lower index) whatever the estimate: a floor that kept fewer than k
+    // (a sample the input fooled) is replaced by 0, and every entry is a
+    // candidate on the second pass.
+    thread_local std::vector<uint32_t> cand_index, cand_key, scratch;
+    for (uint32_t floor = SampledFloor(in, k);; floor = 0) {
+      cand_index.clear();
+      cand_key.clear();
+      for (size_t i = 0; i < n; ++i) {
+        const uint32_t key = MagnitudeBits(in[i]);
+        if (key < floor) continue;
+        cand_index.push_back(static_cast<uint32_t>(i));
+        cand_key.push_back(key);
+      }
+      if (cand_key.size() >= k || floor == 0) break;
+    }
+    scratch.assign(cand_key.begin(), cand_key.end());
+    std::nth_element(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(k - 1), scratch.end(),
                      std::greater<uint32_t>());
-    const uint32_t threshold = keys[k - 1];
+    const uint32_t threshold = scratch[k - 1];
     size_t above = 0;
-    for (size_t i = 0; i < k; ++i) above += keys[i] > threshold;  // all keys > threshold sit in [0, k-1)
+    for (size_t i = 0; i < k; ++i) above += scratch[i] > threshold;  // all keys > threshold sit in [0, k-1)
     size_t ties_left = k - above;
     std::byte* indices = out.data() + 4;
     std::byte* values = indices + k * 4;
     size_t taken = 0;
-    for (size_t i = 0; i < n && taken < k; ++i) {
-      uint32_t key = MagnitudeBits(in[i]);
-      bool take = key > threshold || (key == threshold && ties_left > 0);
+    for (size_t c = 0; c < cand_key.size() && taken < k; ++c) {
+      const uint32_t key = cand_key[c];
+      const bool take = key > threshold || (key == threshold && ties_left > 0);
       if (!take) continue;
       if (key == threshold) --ties_left;
-      uint32_t i32 = static_cast<uint32_t>(i);
-      std::memcpy(indices + taken * 4, &i32, 4);
-      std::memcpy(values + taken * 4, &in[i], 4);
+      std::memcpy(indices + taken * 4, &cand_index[c], 4);
+      std::memcpy(values + taken * 4, &in[cand_index[c]], 4);
       ++taken;
     }
   }

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -178,6 +179,45 @@ TEST_CASE("Top-k keeps the largest magnitudes and rejects bad indices", "[codec]
   uint32_t huge = 0xffffffffu;
   std::memcpy(bytes.data(), &huge, 4);
   CHECK(codec->Decode(bytes, dst).code() == StatusCode::kDataLoss);
+}
+
+TEST_CASE("Top-k selects exactly what a full sort selects, also where its sampled floor is fooled",
+          "[codec][topk]") {
+  // The reference: every entry sorted by magnitude (ties: lower index first),
+  // the first k, back in index order.
+  const auto reference = [](const std::vector<float>& in, size_t k) {
+    std::vector<uint32_t> order(in.size());
+    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](uint32_t a, uint32_t b) { return std::fabs(in[a]) > std::fabs(in[b]); });
+    order.resize(k);
+    std::sort(order.begin(), order.end());
+    std::vector<float> out(in.size(), 0.0f);
+    for (uint32_t i : order) out[i] = in[i];
+    return out;
+  };
+  std::vector<std::pair<std::string, std::vector<float>>> cases;
+  cases.emplace_back("gaussian", RandomVector(300'000, 11));
+  cases.emplace_back("small", RandomVector(37, 12));
+  std::vector<float> ties(200'000, 0.5f);  // one magnitude everywhere: the lowest indices win
+  for (size_t i = 0; i < ties.size(); i += 7) ties[i] = -0.5f;
+  cases.emplace_back("ties", ties);
+  // Large values exactly on the sample's stride, small ones between: the
+  // sampled floor keeps fewer than k, and the second pass keeps everything.
+  std::vector<float> fooled(131'072, 0.001f);
+  for (size_t i = 0; i < fooled.size(); i += 2) fooled[i] = 1000.0f + static_cast<float>(i);
+  cases.emplace_back("fooled", fooled);
+  std::vector<float> sparse(100'000, 0.0f);  // fewer nonzeros than k
+  for (size_t i = 0; i < 50; ++i) sparse[i * 1999] = static_cast<float>(i) - 25.0f;
+  cases.emplace_back("sparse", sparse);
+  for (double fraction : {0.01, 0.6}) {
+    for (const auto& [name, in] : cases) {
+      INFO(name << " at " << fraction);
+      auto codec = Make(Codec::kTopK, 256, fraction);
+      const size_t k = (codec->EncodedBytes(in.size()) - 4) / 8;
+      CHECK(RoundTrip(*codec, in) == reference(in, k));
+    }
+  }
 }
 
 TEST_CASE("Non-finite input encodes to defined output (the guard rejects it earlier)", "[codec]") {
