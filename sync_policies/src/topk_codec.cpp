@@ -91,6 +91,11 @@ class TopKCompressor final : public Compressor {
       std::memcpy(values + taken * 4, &in[cand_index[c]], 4);
       ++taken;
     }
+    if (cand_key.size() > 4 * k + 4096) {  // a fallback or a tie-heavy input: do not keep n-sized buffers
+      std::vector<uint32_t>().swap(cand_index);
+      std::vector<uint32_t>().swap(cand_key);
+      std::vector<uint32_t>().swap(scratch);
+    }
   }
 
   Status Decode(std::span<const std::byte> in, std::span<float> out) const override {
