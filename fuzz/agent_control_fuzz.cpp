@@ -69,10 +69,9 @@ void OnRoundCommand(const v1::RoundCommand& cmd) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  fuzz::SilenceLogs();
-  fuzz::SilenceProtobufLogs();
+  const int quiet = fuzz::InitializeQuietly();
   (void)Policy();
-  return 0;
+  return quiet;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -177,11 +177,7 @@ void Setup(Orchestrator& o, ManualClock& clock, uint8_t flags) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  fuzz::SilenceLogs();
-  fuzz::SilenceProtobufLogs();
-  return 0;
-}
+extern "C" int LLVMFuzzerInitialize(int*, char***) { return fuzz::InitializeQuietly(); }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > kMaxInput) return -1;

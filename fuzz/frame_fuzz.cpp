@@ -79,11 +79,7 @@ void HandleChunk(std::map<Key, std::unique_ptr<wan_transport::Reassembly>>& tran
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  fuzz::SilenceLogs();
-  fuzz::SilenceProtobufLogs();
-  return 0;
-}
+extern "C" int LLVMFuzzerInitialize(int*, char***) { return fuzz::InitializeQuietly(); }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > kMaxInput) return -1;  // -1: not added to the corpus

@@ -10,4 +10,11 @@ namespace longhaul::fuzz {
 // Protobuf logs every string field with invalid UTF-8 it parses or writes.
 inline void SilenceProtobufLogs() { google::protobuf::SetLogHandler(nullptr); }
 
+// LLVMFuzzerInitialize of the targets that parse protobuf: no logs, ours or protobuf's.
+inline int InitializeQuietly() {
+  SilenceLogs();
+  SilenceProtobufLogs();
+  return 0;
+}
+
 }  // namespace longhaul::fuzz

@@ -22,10 +22,6 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& b
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const MetricsServerOptions& options) {
   const std::string& address = options.bind_address;
-  const auto colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size())
-    return InvalidArgument("metrics address '" + address + "' is not host:port");
-
   HttpServerOptions http;
   http.bind_address = address;
   http.request_timeout = options.request_timeout;
@@ -38,7 +34,6 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const MetricsServerO
   }
 
   std::unique_ptr<MetricsServer> server(new MetricsServer());
-  server->host_ = address.substr(0, colon);
   server->registry_ = std::make_shared<prometheus::Registry>();
   std::shared_ptr<prometheus::Registry> registry = server->registry_;
   auto started = HttpServer::Start(http, [registry](std::string_view path) {
@@ -52,7 +47,8 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const MetricsServerO
     r.body = prometheus::TextSerializer{}.Serialize(registry->Collect());
     return r;
   });
-  if (!started.ok()) return started.status();
+  if (!started.ok()) return started.status();  // a bad address is refused there, naming what is wrong
+  server->host_ = address.substr(0, address.rfind(':'));  // as written ("[::1]" keeps its brackets for the URL)
   server->http_ = std::move(*started);
   server->port_ = server->http_->port();
   server->tls_ = server->http_->tls();

@@ -208,19 +208,21 @@ void Agent::HandleOrchestratorFrame(const zmq::message_t& frame) {
   }
 }
 
+void Agent::SendJobReady(const RegionJob& job) {
+  v1::ControlMessage msg;
+  auto* ready = msg.mutable_job_ready();
+  ready->set_job_id(job.job_id());
+  ready->set_region(options_.region);
+  *ready->mutable_endpoint() = *job.endpoint();
+  ready->set_restored_round(job.restored_round());
+  SendToOrchestrator(std::move(msg));
+}
+
 void Agent::OnAssignment(const v1::JobAssignment& a) {
   if (auto it = jobs_.find(a.job_id()); it != jobs_.end() && it->second->phase() != RegionJob::Phase::kStopping &&
                                         it->second->assignment().checkpoint_path() == a.checkpoint_path()) {
     // Re-sent (e.g. after an orchestrator restart): answer again, launch nothing.
-    if (it->second->endpoint()) {
-      v1::ControlMessage msg;
-      auto* ready = msg.mutable_job_ready();
-      ready->set_job_id(a.job_id());
-      ready->set_region(options_.region);
-      *ready->mutable_endpoint() = *it->second->endpoint();
-      ready->set_restored_round(it->second->restored_round());
-      SendToOrchestrator(std::move(msg));
-    }
+    if (it->second->endpoint()) SendJobReady(*it->second);
     return;
   }
   auto config = worker::AdmitJob(a, options_.region, options_.workers);
@@ -390,13 +392,7 @@ void Agent::OnHello(const std::string& routing_id, const v1::WorkerHello& hello)
     return;
   }
   spdlog::info("job {}: {} worker(s) ready, {} parameters", job.job_id(), job.workers(), job.num_params());
-  v1::ControlMessage msg;
-  auto* ready = msg.mutable_job_ready();
-  ready->set_job_id(job.job_id());
-  ready->set_region(options_.region);
-  *ready->mutable_endpoint() = *endpoint;
-  ready->set_restored_round(job.restored_round());
-  SendToOrchestrator(std::move(msg));
+  SendJobReady(job);
 
   // Facts for the scheduler's predicted communication time and `longhaul status`.
   v1::ControlMessage facts_msg;

@@ -60,6 +60,8 @@ class Agent {
   void FailJob(RegionJob& job, const RegionJob::Failure& failure, bool crash);
 
   void SendToOrchestrator(v1::ControlMessage msg);
+  // JobReady for a launch whose workers all said hello (its endpoint is set).
+  void SendJobReady(const RegionJob& job);
   void SendToWorkers(RegionJob& job, const v1::ControlMessage& msg);
   void Reject(const std::string& job_id, const Status& status, const std::string& worker_output = "");
   void PublishState();
