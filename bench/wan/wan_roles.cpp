@@ -3,7 +3,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
+#include "cpu_floor.h"
 #include "longhaul/wan_transport/endpoint.h"
 
 namespace longhaul::bench {
@@ -17,6 +19,7 @@ Result<WanOptions> Options(const RoleOptions& o, const std::string& self, const 
   w.job_id = "bench";
   w.encryption = o.encryption;
   w.connections_per_peer = o.streams;
+  if (o.chunk_bytes > 0) w.chunk_bytes = o.chunk_bytes;
   w.max_inflight_bytes = size_t{512} << 20;
   w.max_message_bytes = size_t{8} << 30;
   w.timeouts.link_io = std::chrono::seconds(30);
@@ -40,19 +43,30 @@ int RunReceiver(const RoleOptions& o) {
   auto send_pub = LoadPublicKey(fs::path(o.dir) / "send.pub");
   auto ep = WanEndpoint::Bind(o.bind, *w);
   if (!ep.ok()) return Fail(ep.status());
-  std::printf("endpoint %s\n", (*ep)->endpoint().c_str());
-  std::fflush(stdout);
   GroupSpec spec{"bench", 1, 1, 0, {{(*ep)->endpoint(), w->keys.public_key}, {"tcp://0.0.0.0:1", *send_pub}}};
   auto link = (*ep)->Join(spec);
   if (!link.ok()) return Fail(link.status());
-  // The warm-up transfer first (its buffer recycled, as a collective does),
-  // then the timed one.
+  // Steady state of a training run, where every round moves the same sizes:
+  // the pool holds two buffers of this size from earlier rounds (the timed
+  // transfer may arrive before the warm-up's buffer is recycled), then the
+  // warm-up transfer (its buffer recycled, as a collective does), then the
+  // timed one.
+  std::vector<std::byte> spare1 = (*link)->Buffer(o.bytes), spare2 = (*link)->Buffer(o.bytes);
+  (*link)->Recycle(std::move(spare1));
+  (*link)->Recycle(std::move(spare2));
+  std::printf("endpoint %s\n", (*ep)->endpoint().c_str());
+  std::fflush(stdout);
   auto warm = (*link)->Recv(1, 1, DeadlineAfter(std::chrono::seconds(120)));
   if (!warm.ok()) return Fail(warm.status());
   (*link)->Recycle(std::move(*warm));
+  // The sender starts the timed transfer only after this line (RoleOptions::go).
+  const ProcessUsage before = UsageNow();
+  std::printf("ready\n");
+  std::fflush(stdout);
   auto got = (*link)->Recv(1, 0, DeadlineAfter(std::chrono::seconds(120)));
   if (!got.ok()) return Fail(got.status());
-  std::printf("received %zu\n", got->size());
+  const ProcessUsage used = UsageNow() - before;
+  std::printf("received %zu cpu %.6f faults %ld\n", got->size(), used.cpu_seconds, used.page_faults);
   std::fflush(stdout);
   return 0;
 }
@@ -74,12 +88,19 @@ int RunSender(const RoleOptions& o) {
   Status s = (*link)->Send(0, 1, data, deadline);
   if (s.ok()) s = (*ep)->Flush(deadline);
   if (!s.ok()) return Fail(s);
+  if (!o.go.empty()) {
+    // Blocks until the bench, having seen the receiver ready, opens the FIFO and writes.
+    std::ifstream go(o.go);
+    if (go.get() == std::char_traits<char>::eof()) return Fail(Unavailable("no go signal on " + o.go));
+  }
+  const ProcessUsage before = UsageNow();
   auto t0 = std::chrono::steady_clock::now();
   s = (*link)->Send(0, 0, data, deadline);
   if (s.ok()) s = (*ep)->Flush(deadline);
   if (!s.ok()) return Fail(s);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("seconds %.6f\n", secs);
+  const ProcessUsage used = UsageNow() - before;
+  std::printf("seconds %.6f cpu %.6f faults %ld\n", secs, used.cpu_seconds, used.page_faults);
   std::fflush(stdout);
   return 0;
 }

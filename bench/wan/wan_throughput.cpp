@@ -6,6 +6,8 @@
 // Targets: goodput >= 0.9x iperf3; time for S bytes <= 1.15x (S/rate + RTT).
 // Internal roles (--role recv|send) are the two processes of one transfer.
 #include <signal.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -17,7 +19,9 @@
 #include <random>
 #include <thread>
 
+#include "cpu_floor.h"
 #include "longhaul/wan_transport/curve.h"
+#include "longhaul/wan_transport/endpoint.h"
 #include "longhaul/wan_transport/link_emulator.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
@@ -89,8 +93,14 @@ std::unique_ptr<wan_transport::LinkEmulator> Linkem(const Path& p, const std::st
   return std::move(*e);
 }
 
-// Seconds to move p.bytes through the WAN data plane, or nullopt.
-std::optional<double> RunWan(const Path& p, const std::string& dir) {
+struct WanRun {
+  double seconds = 0;
+  double cpu_seconds = 0;  // sender's and receiver's processes together, during the timed transfer
+  long page_faults = 0;    // the same
+};
+
+// Time and CPU to move p.bytes through the WAN data plane, or nullopt.
+std::optional<WanRun> RunWan(const Path& p, const std::string& dir) {
   std::vector<std::string> common = {"--dir", dir, "--bytes", std::to_string(p.bytes), "--streams", std::to_string(p.streams)};
   if (!p.encryption) common.push_back("--no-encryption");
   auto recv_cmd = In(p.recv_ns, {g_self, "--role", "recv", "--bind", p.recv_ip + ":0"});
@@ -105,18 +115,39 @@ std::optional<double> RunWan(const Path& p, const std::string& dir) {
     if (!relay) return std::nullopt;
     target = "tcp://" + relay->listen_address();
   }
-  auto send_cmd = In(p.send_ns, {g_self, "--role", "send", "--to", target});
+  const fs::path go = fs::path(dir) / "go";
+  fs::remove(go);
+  if (::mkfifo(go.c_str(), 0600) != 0) {
+    std::fprintf(stderr, "cannot create the FIFO %s\n", go.c_str());
+    return std::nullopt;
+  }
+  auto send_cmd = In(p.send_ns, {g_self, "--role", "send", "--to", target, "--go", go.string()});
   send_cmd.insert(send_cmd.end(), common.begin(), common.end());
   Proc send(send_cmd);
-  auto secs = send.Expect("seconds ", 120s);
-  if (!secs || !recv.Expect("received ", 10s)) return std::nullopt;
-  return std::stod(*secs);
+  // Read-write, so opening does not wait for the sender; the byte stays in the
+  // FIFO until the sender, done with its warm-up, opens it and reads.
+  const int signal = recv.Expect("ready", 120s) ? ::open(go.c_str(), O_RDWR) : -1;
+  const bool go_sent = signal >= 0 && ::write(signal, "g", 1) == 1;
+  auto sent = go_sent ? send.Expect("seconds ", 120s) : std::nullopt;
+  if (signal >= 0) ::close(signal);
+  fs::remove(go);
+  auto received = sent ? recv.Expect("received ", 10s) : std::nullopt;
+  if (!received) return std::nullopt;
+  // "T cpu C faults F" and "N cpu C faults F"
+  auto cpu = [](const std::string& line) { return std::stod(line.substr(line.find(" cpu ") + 5)); };
+  auto faults = [](const std::string& line) { return std::stol(line.substr(line.find(" faults ") + 8)); };
+  return WanRun{std::stod(*sent), cpu(*sent) + cpu(*received), faults(*sent) + faults(*received)};
 }
 
-// iperf3 goodput (bytes/s, receiver side) with the same stream count.
-std::optional<double> RunIperf(const Path& p, int seconds) {
+struct IperfRun {
+  double bytes_per_second = 0;  // goodput, receiver side
+  double cpu_per_gb = 0;        // CPU-seconds of client and server per GB received (the kernel's TCP cost)
+};
+
+// iperf3 with the same stream count on the same path.
+std::optional<IperfRun> RunIperf(const Path& p, int seconds) {
   int port = 20000 + static_cast<int>(std::random_device{}() % 20000);
-  Proc server(In(p.recv_ns, {"iperf3", "-s", "-1", "-B", p.recv_ip, "-p", std::to_string(port)}));
+  Proc server(In(p.recv_ns, {"iperf3", "-s", "-1", "--forceflush", "-B", p.recv_ip, "-p", std::to_string(port)}));
   if (!server.Expect("Server listening", 10s)) {
     std::fprintf(stderr, "iperf3 -s did not start listening on port %d\n", port);
     return std::nullopt;
@@ -134,7 +165,11 @@ std::optional<double> RunIperf(const Path& p, int seconds) {
   std::string out = client.ReadAll(std::chrono::seconds(seconds + 20));
   try {
     auto j = nlohmann::json::parse(out);
-    return j["end"]["sum_received"]["bits_per_second"].get<double>() / 8;
+    const auto& received = j["end"]["sum_received"];
+    const auto& cpu = j["end"]["cpu_utilization_percent"];
+    const double cpu_s = (cpu["host_total"].get<double>() + cpu["remote_total"].get<double>()) / 100 *
+                         received["seconds"].get<double>();
+    return IperfRun{received["bits_per_second"].get<double>() / 8, cpu_s / (received["bytes"].get<double>() / 1e9)};
   } catch (const std::exception& e) {
     std::fprintf(stderr, "iperf3 output not understood: %s\n", e.what());
     return std::nullopt;
@@ -211,31 +246,47 @@ int Orchestrate(bool quick, int only) {
     paths.push_back(p);
   }
 
-  std::printf("%-34s %3s %9s %11s %11s %7s %9s %9s %7s\n", "path", "K", "MiB", "wan MB/s", "iperf3 MB/s", "ratio",
-              "time s", "ideal s", "t/ideal");
+  // The floor per GB, measured here on messages of the transport's chunk size.
+  const size_t chunk = wan_transport::WanOptions{}.chunk_bytes;
+  const double floor_curve = bench::FloorCpuSecondsPerGb(true, chunk);
+  const double floor_plain = bench::FloorCpuSecondsPerGb(false, chunk);
+  std::printf("CPU floor per GB (this run, %zu KiB messages): CURVE %.3f s (crypto_box_easy_afternm + open + memcpy per side), "
+              "no encryption %.3f s (memcpy per side)\n", chunk >> 10, floor_curve, floor_plain);
+  std::printf("%-34s %3s %9s %11s %11s %7s %9s %9s %7s %9s %8s %7s %10s\n", "path", "K", "MiB", "wan MB/s", "iperf3 MB/s", "ratio",
+              "time s", "ideal s", "t/ideal", "cpu s/GB", "x floor", "faults", "iperf3 cpu");
   std::fflush(stdout);
   int failures = 0;
+  double worst_cpu = 0;
   for (size_t i = 0; i < paths.size(); ++i) {
     const Path& p = paths[i];
     if (only >= 0 && static_cast<int>(i) != only) continue;
-    auto secs = RunWan(p, dir.string());
+    auto run = RunWan(p, dir.string());
     auto iperf = RunIperf(p, quick ? 2 : 3);
-    double good = secs ? static_cast<double>(p.bytes) / *secs : 0;
+    double good = run ? static_cast<double>(p.bytes) / run->seconds : 0;
     std::string ideal = "-", over = "-";
-    if (p.rate_bytes > 0 && secs) {
+    if (p.rate_bytes > 0 && run) {
       double t_ideal = static_cast<double>(p.bytes) / p.rate_bytes + p.rtt_s;
       ideal = std::to_string(t_ideal).substr(0, 6);
-      over = std::to_string(*secs / t_ideal).substr(0, 5);
+      over = std::to_string(run->seconds / t_ideal).substr(0, 5);
     }
-    std::printf("%-34s %3d %9.1f %11.1f %11.1f %7.2f %9.3f %9s %7s\n", p.name.c_str(), p.streams,
-                static_cast<double>(p.bytes) / MiB, good / 1e6, iperf ? *iperf / 1e6 : 0.0,
-                (iperf && *iperf > 0) ? good / *iperf : 0.0, secs ? *secs : 0.0, ideal.c_str(), over.c_str());
+    const double cpu_per_gb = run ? run->cpu_seconds / (static_cast<double>(p.bytes) / 1e9) : 0;
+    const double x_floor = cpu_per_gb / (p.encryption ? floor_curve : floor_plain);
+    if (run) worst_cpu = std::max(worst_cpu, p.encryption ? x_floor : 0.0);
+    const double iperf_rate = iperf ? iperf->bytes_per_second : 0;
+    std::printf("%-34s %3d %9.1f %11.1f %11.1f %7.2f %9.3f %9s %7s %9.3f %8.2f %7ld %10.3f\n", p.name.c_str(), p.streams,
+                static_cast<double>(p.bytes) / MiB, good / 1e6, iperf_rate / 1e6, iperf_rate > 0 ? good / iperf_rate : 0.0,
+                run ? run->seconds : 0.0, ideal.c_str(), over.c_str(), cpu_per_gb, x_floor, run ? run->page_faults : 0L,
+                iperf ? iperf->cpu_per_gb : 0.0);
     std::fflush(stdout);
-    if (!secs || !iperf) ++failures;
+    if (!run || !iperf) ++failures;
   }
   if (!have_netns) std::printf("(c) skipped: could not create network namespaces (needs root and iproute2)\n");
   TeardownNetns();
   std::printf("targets: ratio >= 0.90 (goodput vs iperf3, same path, same stream count); t/ideal <= 1.15 where ideal = S/rate + RTT\n");
+  std::printf("cpu s/GB = CPU of the sending and receiving processes during the transfer (relays excluded); "
+              "target <= 1.50x floor with CURVE, worst here %.2fx;\n"
+              "faults = page faults of both processes during the transfer; iperf3 cpu = CPU s/GB of iperf3 (plain TCP) on the same path\n",
+              worst_cpu);
   return failures == 0 ? 0 : 1;
 }
 
@@ -252,7 +303,9 @@ int main(int argc, char** argv) {
   app.add_option("--to", ro.to, "internal: sender target tcp://IP:PORT");
   app.add_option("--bytes", ro.bytes, "internal: message size");
   app.add_option("--streams", ro.streams, "internal: connections per peer");
+  app.add_option("--chunk-bytes", ro.chunk_bytes, "internal: chunk size (0 = the transport's default)");
   app.add_flag("--no-encryption", no_encryption, "internal: CURVE off");
+  app.add_option("--go", ro.go, "internal: FIFO the sender waits on before its timed transfer");
   int only = -1;
   app.add_option("--only", only, "run only path number N (0-based, in table order)");
   app.add_flag("--quick", quick, "smaller transfers and shorter iperf3 runs");

@@ -11,7 +11,6 @@
 // by a small all-reduce before timing; each timed round joins a fresh group, as
 // the worker does per outer round. Target: measured / bound <= 1.2.
 #include <CLI/CLI.hpp>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -22,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu_floor.h"
 #include "longhaul/sync_policies/compressor.h"
 #include "longhaul/sync_policies/cross_region.h"
 #include "longhaul/wan_transport/curve.h"
@@ -41,7 +41,9 @@ struct Cluster {
   uint32_t next_round = 1;
 };
 
-Result<Cluster> StartCluster(int regions, double rate_bytes, double rtt_s, size_t max_bytes) {
+// rate_bytes == 0: no emulator, peers reach each other's listeners directly
+// (the CPU-per-byte rows, which must not count the relays' copies).
+Result<Cluster> StartCluster(int regions, double rate_bytes, double rtt_s, size_t max_bytes, bool encryption = true) {
   std::vector<wt::CurveKeyPair> keys;
   std::vector<std::string> pubs;
   for (int r = 0; r < regions; ++r) {
@@ -58,7 +60,13 @@ Result<Cluster> StartCluster(int regions, double rate_bytes, double rtt_s, size_
     o.max_inflight_bytes = std::max<size_t>(size_t{64} << 20, max_bytes + (size_t{8} << 20));
     o.max_message_bytes = std::max<size_t>(size_t{64} << 20, 2 * max_bytes);
     o.timeouts.link_io = std::chrono::seconds(60);
+    o.encryption = encryption;
     LONGHAUL_ASSIGN_OR_RETURN(auto ep, wt::WanEndpoint::Bind("127.0.0.1:0", o));
+    if (rate_bytes == 0) {
+      c.peers.push_back({ep->endpoint(), ep->public_key()});
+      c.endpoints.push_back(std::move(ep));
+      continue;
+    }
     wt::LinkEmulatorOptions lo;
     lo.forward = ep->endpoint().substr(6);  // strip tcp://
     lo.rate_bytes_per_second = rate_bytes;
@@ -71,18 +79,12 @@ Result<Cluster> StartCluster(int regions, double rate_bytes, double rtt_s, size_
   return c;
 }
 
-// CPU time (user + system) this process has used so far, in seconds.
-double ProcessCpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  auto secs = [](timeval t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
-  return secs(u.ru_utime) + secs(u.ru_stime);
-}
-
 struct RoundResult {
   double seconds = 0;      // wall time of the slowest region
   double cpu_seconds = 0;  // CPU the whole process used meanwhile (all regions, relays, I/O threads)
+  long page_faults = 0;    // the same
   uint64_t bytes_sent = 0; // payload bytes region 0 sent
+  uint64_t all_bytes_sent = 0;  // payload bytes all regions sent
 };
 
 // One all-reduce of `floats` values per region, all regions in parallel threads.
@@ -103,7 +105,7 @@ Result<RoundResult> Round(Cluster& c, size_t floats, const sp::CompressionOption
   std::vector<Status> status(m, Status::Ok());
   std::vector<sp::CollectiveStats> stats(m);
   auto deadline = DeadlineAfter(timeout);
-  const double cpu0 = ProcessCpuSeconds();
+  const bench::ProcessUsage before = bench::UsageNow();
   auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
   for (int r = 0; r < m; ++r) {
@@ -112,8 +114,11 @@ Result<RoundResult> Round(Cluster& c, size_t floats, const sp::CompressionOption
   for (auto& t : threads) t.join();
   RoundResult result;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  result.cpu_seconds = ProcessCpuSeconds() - cpu0;
+  const bench::ProcessUsage used = bench::UsageNow() - before;
+  result.cpu_seconds = used.cpu_seconds;
+  result.page_faults = used.page_faults;
   result.bytes_sent = stats[0].bytes_sent;
+  for (const auto& st : stats) result.all_bytes_sent += st.bytes_sent;
   for (int r = 0; r < m; ++r) {
     if (!status[r].ok()) return Status(status[r].code(), "region " + std::to_string(r) + ": " + status[r].ToString());
   }
@@ -144,13 +149,58 @@ Result<std::vector<T>> ParseList(const std::string& text, const char* what) {
   return out;
 }
 
+// CPU-seconds per GB of payload for whole rounds over direct loopback links
+// (no emulator, unpaced): encode, encrypt, send, receive, decrypt, reassemble
+// and decode-accumulate of every region, next to the floor measured now on
+// messages of the transport's chunk size. Returns the worst CURVE ratio, or -1
+// when a round failed.
+double CpuPerByte(int m, const std::vector<double>& sizes_mb, const sp::CompressionOptions& codec, int reps) {
+  const size_t chunk = wt::WanOptions{}.chunk_bytes;
+  std::printf("\nCPU per GB of payload: direct loopback links (no linkem, unpaced), whole process (%d regions)\n", m);
+  std::printf("floor = crypto_box_easy_afternm + open (CURVE only) + one memcpy per side, per payload byte, measured now\n");
+  std::printf("%8s %6s %12s %10s %8s %9s %10s %8s %8s\n", "model_MB", "curve", "payload_MB", "round_s", "cpu_s",
+              "cpu_s/GB", "floor_s/GB", "x_floor", "faults");
+  double worst = 0;
+  for (bool encryption : {true, false}) {
+    const double floor = bench::FloorCpuSecondsPerGb(encryption, chunk);
+    auto compressor = sp::Compressor::Create(codec);
+    const size_t max_floats = static_cast<size_t>(*std::max_element(sizes_mb.begin(), sizes_mb.end()) * 1e6 / 4);
+    auto cluster = StartCluster(m, 0, 0, (*compressor)->EncodedBytes(max_floats) / m + (size_t{1} << 20), encryption);
+    if (!cluster.ok()) {
+      std::fprintf(stderr, "cluster: %s\n", cluster.status().ToString().c_str());
+      return -1;
+    }
+    for (double mb : sizes_mb) {
+      const size_t floats = static_cast<size_t>(mb * 1e6 / 4);
+      // A warm-up round of this size first: buffers pooled, connections set up.
+      RoundResult best{0, 1e300, 0, 0, 0};
+      for (int i = 0; i <= reps; ++i) {
+        auto r = Round(*cluster, floats, codec, std::chrono::seconds(300));
+        if (!r.ok()) {
+          std::fprintf(stderr, "model %.0f MB, direct: %s\n", mb, r.status().ToString().c_str());
+          return -1;
+        }
+        if (i > 0 && r->cpu_seconds < best.cpu_seconds) best = *r;
+      }
+      const double gb = static_cast<double>(best.all_bytes_sent) / 1e9;
+      const double per_gb = best.cpu_seconds / gb;
+      if (encryption) worst = std::max(worst, per_gb / floor);
+      std::printf("%8.0f %6s %12.2f %10.3f %8.3f %9.3f %10.3f %8.2f %8ld\n", mb, encryption ? "on" : "off", gb * 1e3,
+                  best.seconds, best.cpu_seconds, per_gb, floor, per_gb / floor, best.page_faults);
+      std::fflush(stdout);
+    }
+  }
+  return worst;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"bench_wan_round - one outer round over emulated WAN links next to its lower bound"};
   int regions = 3, reps = 2;
   std::string sizes_mb = "1,16,64,256", rates_mbit = "100,1000", rtts_ms = "20,80", codec_name = "int8";
-  bool with_1gb = false;
+  bool with_1gb = false, cpu_only = false;
+  std::string cpu_sizes_mb = "64,256";
   app.add_option("--regions", regions, "number of regions M (2..8)")->check(CLI::Range(2, 8));
   app.add_option("--sizes-mb", sizes_mb, "model sizes in MB of fp32 parameters, comma-separated");
   app.add_flag("--with-1gb", with_1gb, "also run a 1024 MB model (minutes at 100 Mbit/s, ~3 GB of RAM per region copy)");
@@ -158,13 +208,16 @@ int main(int argc, char** argv) {
   app.add_option("--rtts-ms", rtts_ms, "round-trip times in ms (linkem delay = RTT/2 each way), comma-separated");
   app.add_option("--codec", codec_name, "fp32 | bf16 | int8 | int4 | fp4");
   app.add_option("--reps", reps, "timed rounds per configuration (the minimum is reported)")->check(CLI::Range(1, 20));
+  app.add_option("--cpu-sizes-mb", cpu_sizes_mb, "model sizes of the CPU-per-byte rows (direct links)");
+  app.add_flag("--cpu-only", cpu_only, "only the CPU-per-byte rows");
   CLI11_PARSE(app, argc, argv);
 
   auto sizes = ParseList<double>(sizes_mb, "sizes-mb");
   auto rates = ParseList<double>(rates_mbit, "rates-mbit");
   auto rtts = ParseList<double>(rtts_ms, "rtts-ms");
+  auto cpu_sizes = ParseList<double>(cpu_sizes_mb, "cpu-sizes-mb");
   auto codec = sp::ParseCodec(codec_name);
-  for (const Status& s : {sizes.status(), rates.status(), rtts.status(), codec.status()}) {
+  for (const Status& s : {sizes.status(), rates.status(), rtts.status(), cpu_sizes.status(), codec.status()}) {
     if (!s.ok()) {
       std::fprintf(stderr, "bench_wan_round: %s\n", s.ToString().c_str());
       return 2;
@@ -183,6 +236,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int m = regions;
+  if (cpu_only) {
+    const double worst_cpu = CpuPerByte(m, *cpu_sizes, copt, reps);
+    std::printf("worst CURVE cpu/floor %.2f (target <= 1.50)\n", worst_cpu);
+    return worst_cpu < 0 ? 1 : 0;
+  }
   std::printf("M=%d regions, codec %s, %d timed round(s) per row (min reported), CURVE on\n", m, codec_name.c_str(), reps);
   std::printf("bound = 2(M-1)/M * S_compressed / rate + (M-1) * RTT\n");
   std::printf("cpu_s = CPU seconds of the whole process (%d regions, relays, I/O threads) during that round\n", m);
@@ -235,5 +293,7 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("worst ratio %.2f (target <= 1.20)%s\n", worst, failures ? ", some rows FAILED" : "");
-  return failures == 0 ? 0 : 1;
+  const double worst_cpu = CpuPerByte(m, *cpu_sizes, copt, reps);
+  std::printf("worst CURVE cpu/floor %.2f (target <= 1.50)\n", worst_cpu);
+  return failures == 0 && worst_cpu >= 0 ? 0 : 1;
 }

@@ -69,6 +69,22 @@ TEST_CASE("a corrupted payload fails its checksum and is not written") {
   CHECK(r.TakeBuffer() == data);
 }
 
+TEST_CASE("on an authenticated link the checksum is neither computed nor checked") {
+  auto data = Pattern(100);
+  auto plan = PlanChunks(data.size(), 100);
+  v1::TensorChunkHeader h;
+  FillChunkHeader(plan[0], data.size(), 1, data, &h, Integrity::kAuthenticatedLink);
+  CHECK(h.checksum() == 0);
+  Reassembly r(data.size(), 1);
+  auto out = r.Add(h, data, Integrity::kAuthenticatedLink);
+  REQUIRE(out.ok());
+  CHECK(*out == Reassembly::Outcome::kAccepted);
+  CHECK(r.TakeBuffer() == data);
+  // The same header on a plaintext link is a checksum failure.
+  Reassembly plain(data.size(), 1);
+  CHECK(*plain.Add(h, data) == Reassembly::Outcome::kBadChecksum);
+}
+
 TEST_CASE("forged headers that would leave gaps or overflow are rejected") {
   auto data = Pattern(10);
   auto plan = PlanChunks(10, 4);

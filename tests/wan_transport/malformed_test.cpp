@@ -16,10 +16,10 @@ namespace {
 struct RawPeer {
   zmq::context_t ctx;
   zmq::socket_t s{ctx, zmq::socket_type::dealer};
-  RawPeer(const Cluster& c, int self) {
+  RawPeer(const Cluster& c, int self, bool encryption = true) {
     s.set(zmq::sockopt::linger, 0);
     s.set(zmq::sockopt::rcvtimeo, 2000);
-    MakeCurveClient(s, c.keys[self], c.keys[0].public_key);
+    if (encryption) MakeCurveClient(s, c.keys[self], c.keys[0].public_key);
     s.connect(c.eps[0]->endpoint());
   }
   void Send(const std::string& header, std::string_view payload) {
@@ -83,11 +83,14 @@ TEST_CASE("garbage, truncated and oversized frames are dropped and the endpoint 
   CHECK(ack->acked_bytes() == payload.size());
 }
 
-TEST_CASE("a corrupted chunk is re-requested, and fails the transfer after repeated corruption") {
-  Cluster c(2);
+// Only a plaintext link can corrupt bytes unnoticed; its chunks carry XXH3.
+TEST_CASE("a corrupted chunk on a plaintext link is re-requested, and fails the transfer after repeated corruption") {
+  WanOptions plain;
+  plain.encryption = false;
+  Cluster c(2, plain);
   auto link = c.eps[0]->Join(c.Spec(0));
   REQUIRE(link.ok());
-  RawPeer peer(c, 1);
+  RawPeer peer(c, 1, /*encryption=*/false);
   std::string payload = "tensor bytes";
   std::string corrupt = payload;
   corrupt[3] ^= 0x20;
@@ -112,6 +115,23 @@ TEST_CASE("a corrupted chunk is re-requested, and fails the transfer after repea
     auto got = (*link)->Recv(1, 0, DeadlineAfter(2s));
     CHECK(got.status().code() == StatusCode::kDataLoss);
   }
+}
+
+// On a CURVE link ZeroMQ verifies each message's Poly1305 tag before handing it
+// over, so the chunk checksum is neither sent nor checked (Integrity::kAuthenticatedLink).
+TEST_CASE("chunks on a CURVE link carry no checksum and are delivered without one") {
+  Cluster c(2);
+  auto link = c.eps[0]->Join(c.Spec(0));
+  REQUIRE(link.ok());
+  RawPeer peer(c, 1);
+  std::string payload = "authenticated by the link";
+  peer.Send(ChunkHeader(payload, 0), payload);
+  auto got = (*link)->Recv(1, 0, DeadlineAfter(2s));
+  REQUIRE(got.ok());
+  CHECK(std::string(reinterpret_cast<const char*>(got->data()), got->size()) == payload);
+  auto ack = peer.Control();
+  REQUIRE(ack.ok());
+  CHECK(ack->acked_bytes() == payload.size());
 }
 
 TEST_CASE("a transfer that stops midway fails within link_io, not at the deadline") {

@@ -1,8 +1,20 @@
 #include "buffer_pool.h"
 
+#include <malloc.h>
+
+#include <mutex>
+
 #include "longhaul/wan_transport/chunking.h"
 
 namespace longhaul::wan_transport {
+
+void KeepMessageMemoryMapped() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    mallopt(M_MMAP_THRESHOLD, 8 << 20);
+    mallopt(M_TRIM_THRESHOLD, 128 << 20);
+  });
+}
 
 std::shared_ptr<BufferPool> BufferPool::Create(size_t max_cached_bytes) {
   return std::shared_ptr<BufferPool>(new BufferPool(max_cached_bytes));

@@ -16,6 +16,15 @@
 
 namespace longhaul::wan_transport {
 
+// ZeroMQ's CURVE allocates three message-sized blocks per message on each side
+// (plaintext, box, message). With glibc's dynamic thresholds a freed block of a
+// MiB or two at the top of the heap is soon given back to the kernel, and the
+// next message faults in fresh, zeroed pages: in steady state the receiver then
+// spends 5-10% of its CPU clearing pages. The first endpoint of a process sets
+// fixed thresholds instead (blocks up to 8 MiB come from the heap; up to 128 MiB
+// of free heap is kept), process-wide, once.
+void KeepMessageMemoryMapped();
+
 class BufferPool : public std::enable_shared_from_this<BufferPool> {
  public:
   static std::shared_ptr<BufferPool> Create(size_t max_cached_bytes);

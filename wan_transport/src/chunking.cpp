@@ -37,13 +37,13 @@ std::vector<ChunkSpan> PlanChunks(uint64_t total_bytes, size_t stride) {
 }
 
 void FillChunkHeader(const ChunkSpan& chunk, uint64_t total_bytes, uint32_t chunk_count,
-                     std::span<const std::byte> payload, v1::TensorChunkHeader* h) {
+                     std::span<const std::byte> payload, v1::TensorChunkHeader* h, Integrity integrity) {
   h->set_offset(chunk.offset);
   h->set_length(chunk.length);
   h->set_chunk_index(chunk.index);
   h->set_chunk_count(chunk_count);
   h->set_total_bytes(total_bytes);
-  h->set_checksum(Checksum64(payload));
+  h->set_checksum(integrity == Integrity::kChecksum ? Checksum64(payload) : 0);
 }
 
 Reassembly::Reassembly(uint64_t total_bytes, uint32_t chunk_count, std::span<std::byte> dest)
@@ -96,10 +96,11 @@ Status Reassembly::CheckGeometry(const v1::TensorChunkHeader& h, size_t payload_
   return Status::Ok();
 }
 
-Result<Reassembly::Outcome> Reassembly::Add(const v1::TensorChunkHeader& h, std::span<const std::byte> payload) {
+Result<Reassembly::Outcome> Reassembly::Add(const v1::TensorChunkHeader& h, std::span<const std::byte> payload,
+                                            Integrity integrity) {
   LONGHAUL_RETURN_IF_ERROR(CheckGeometry(h, payload.size()));
   if (have_[h.chunk_index()]) return Outcome::kDuplicate;
-  if (Checksum64(payload) != h.checksum()) return Outcome::kBadChecksum;
+  if (integrity == Integrity::kChecksum && Checksum64(payload) != h.checksum()) return Outcome::kBadChecksum;
   if (!payload.empty()) std::memcpy(dest_.data() + h.offset(), payload.data(), payload.size());
   have_[h.chunk_index()] = true;
   ++received_chunks_;

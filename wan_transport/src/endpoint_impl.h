@@ -36,7 +36,11 @@ struct OutTransfer {
   std::string peer_endpoint;
   std::string peer_key;
   int connections = 0;  // 0 = the endpoint's default
-  std::shared_ptr<const std::vector<std::byte>> data;  // shared with zero-copy zmq messages
+  // The bytes, shared with zero-copy zmq messages; released by the I/O thread
+  // when the transfer is acknowledged, so that the buffer is back in the pool
+  // before a sender woken by the ack asks for the next one.
+  std::shared_ptr<const std::vector<std::byte>> data;
+  uint64_t bytes = 0;  // data's size, kept after data is released
   v1::TensorChunkHeader base;                          // group/tag/sequence fields filled
   std::vector<ChunkSpan> chunks;
   size_t next_chunk = 0;
@@ -52,7 +56,11 @@ struct OutTransfer {
   std::shared_ptr<OutTransfer> lead;
   std::atomic<bool> done{false};
   Status result;
-  uint64_t size() const { return data->size(); }
+  void SetData(std::shared_ptr<const std::vector<std::byte>> d) {
+    bytes = d->size();
+    data = std::move(d);
+  }
+  uint64_t size() const { return bytes; }
 };
 
 // One incoming transfer being reassembled.
@@ -88,6 +96,8 @@ class WanEndpoint::Impl {
   void UnregisterGroup(const GroupKey& key);
   // Ends a transfer (and its lead probe) with mu_ held; the caller notifies cv_.
   void FinishLocked(const std::shared_ptr<OutTransfer>& t, Status s);
+  // What guards chunk payloads on this endpoint's links (see Integrity).
+  Integrity integrity() const { return opt_.encryption ? Integrity::kAuthenticatedLink : Integrity::kChecksum; }
 
   WanOptions opt_;
   WanMetrics metrics_;

@@ -116,7 +116,7 @@ bool WanEndpoint::Impl::SendChunk(OutTransfer& t, uint32_t index) {
   v1::TensorChunkHeader* h = frame.mutable_chunk();
   *h = t.base;
   std::span<const std::byte> payload(t.data->data() + span.offset, span.length);
-  FillChunkHeader(span, t.size(), static_cast<uint32_t>(t.chunks.size()), payload, h);
+  FillChunkHeader(span, t.size(), static_cast<uint32_t>(t.chunks.size()), payload, h, integrity());
   std::string header = proto::EncodeData(std::move(frame));
   for (size_t attempt = 0; attempt < c.dealers.size(); ++attempt) {
     const size_t d = c.rr++ % c.dealers.size();
@@ -240,6 +240,7 @@ void WanEndpoint::Impl::HandleControl(const v1::ChunkControl& c, const std::stri
         metrics_.TransferDone(secs);
       }
     }
+    t->data.reset();  // this thread alone sends chunks; an acked transfer sends none again
     FinishLocked(t, Status::Ok());
     cv_.notify_all();
   }
@@ -307,7 +308,7 @@ std::shared_ptr<OutTransfer> WanEndpoint::Impl::LeadProbeFor(const OutTransfer& 
   lead->peer_endpoint = t.peer_endpoint;
   lead->peer_key = t.peer_key;
   lead->connections = t.connections;
-  lead->data = kOneByte;
+  lead->SetData(kOneByte);
   lead->period = t.period;
   lead->is_lead = true;
   // The receiver acks and drops probes (endpoint_rx.cpp), never delivers them;

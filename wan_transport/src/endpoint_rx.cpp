@@ -85,7 +85,7 @@ void WanEndpoint::Impl::HandleChunk(const zmq::message_t& id, const v1::TensorCh
     }
     InTransfer& in = it->second;
     if (!in.failed.ok()) return;
-    auto outcome = in.reassembly->Add(h, bytes);
+    auto outcome = in.reassembly->Add(h, bytes, integrity());
     if (!outcome.ok()) {
       // A malformed first chunk must not leave a phantom transfer behind.
       if (in.reassembly->received_bytes() == 0 && in.resends.empty() && in.reassembly->chunk_count() > 0 &&
@@ -154,6 +154,7 @@ WanEndpoint::WanEndpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 WanEndpoint::~WanEndpoint() = default;
 
 Result<std::unique_ptr<WanEndpoint>> WanEndpoint::Bind(const std::string& bind_address, WanOptions options) {
+  KeepMessageMemoryMapped();
   auto impl = std::make_unique<Impl>(std::move(options));
   LONGHAUL_RETURN_IF_ERROR(impl->Start(bind_address));
   return std::unique_ptr<WanEndpoint>(new WanEndpoint(std::move(impl)));
@@ -179,7 +180,7 @@ Result<ProbeResult> WanEndpoint::Probe(const PeerSpec& peer, size_t probe_bytes,
     auto t = std::make_shared<OutTransfer>();
     t->peer_endpoint = peer.endpoint;
     t->peer_key = peer.public_key;
-    t->data = std::make_shared<const std::vector<std::byte>>(bytes);
+    t->SetData(std::make_shared<const std::vector<std::byte>>(bytes));
     t->base.set_kind(v1::CHUNK_KIND_PROBE);
     t->base.set_job_id(impl_->opt_.job_id);
     t->base.set_shard(0xFFFF);  // apart from the lead probes of rank-numbered senders

@@ -40,7 +40,7 @@ class WanGroupLink final : public sync_policies::CollectiveLink {
     t->peer_endpoint = spec_.peers[peer].endpoint;
     t->peer_key = spec_.peers[peer].public_key;
     t->connections = spec_.connections_per_peer;
-    t->data = ep_->pool_->Share(std::move(data));
+    t->SetData(ep_->pool_->Share(std::move(data)));
     v1::TensorChunkHeader& b = t->base;
     b.set_protocol_version(1);
     b.set_job_id(spec_.job_id);

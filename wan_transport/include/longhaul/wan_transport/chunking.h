@@ -1,9 +1,9 @@
-// Splitting a tensor into checksummed chunks and putting it back together.
+// Splitting a tensor into chunks and putting it back together.
 //
 // A transfer of T bytes is cut into ceil(T / stride) chunks (one empty chunk when
 // T == 0); chunk i covers [i*stride, min((i+1)*stride, T)). Each chunk travels
 // with a TensorChunkHeader carrying its offset, length, index, count and the
-// XXH3-64 of its payload. Reassembly writes each payload straight into the final
+// XXH3-64 of its payload (on plaintext links, see Integrity). Reassembly writes each payload straight into the final
 // buffer (the caller's, or one it allocates once), accepts chunks in any order
 // and from any connection, and checks that the chunks tile the transfer exactly,
 // so a forged or corrupted header can never report a partial buffer as complete.
@@ -33,9 +33,21 @@ std::vector<std::byte> AllocateTransferBuffer(size_t n, std::span<const std::byt
 // The chunks of a transfer of total_bytes with the given stride (> 0).
 std::vector<ChunkSpan> PlanChunks(uint64_t total_bytes, size_t stride);
 
+// What guards a chunk's bytes. On a CURVE link every ZeroMQ message carries a
+// Poly1305 tag that ZeroMQ verifies before delivering it (a corrupted or forged
+// message ends the connection), which already covers every payload byte: the
+// XXH3 checksum would be a second pass over the bytes that can never fail. On a
+// plaintext link the checksum is the only end-to-end check. Both ends of a link
+// have the same encryption setting (a CURVE socket and a plain one cannot connect).
+enum class Integrity {
+  kChecksum,            // XXH3-64 of the payload in the header, verified on receipt
+  kAuthenticatedLink,   // checksum left 0 and not verified: the link authenticates every byte
+};
+
 // Fills the size/position/checksum fields of a chunk header.
 void FillChunkHeader(const ChunkSpan& chunk, uint64_t total_bytes, uint32_t chunk_count,
-                     std::span<const std::byte> payload, v1::TensorChunkHeader* header);
+                     std::span<const std::byte> payload, v1::TensorChunkHeader* header,
+                     Integrity integrity = Integrity::kChecksum);
 
 class Reassembly {
  public:
@@ -47,8 +59,10 @@ class Reassembly {
   Reassembly(uint64_t total_bytes, uint32_t chunk_count, std::vector<std::byte>&& buffer);
 
   // kInvalidArgument (naming the field) when the header does not fit this transfer;
-  // kBadChecksum when the payload does not match its checksum (nothing is written).
-  Result<Outcome> Add(const v1::TensorChunkHeader& header, std::span<const std::byte> payload);
+  // kBadChecksum when the payload does not match its checksum (nothing is
+  // written; only checked with Integrity::kChecksum).
+  Result<Outcome> Add(const v1::TensorChunkHeader& header, std::span<const std::byte> payload,
+                      Integrity integrity = Integrity::kChecksum);
 
   bool complete() const { return received_chunks_ == chunk_count_; }
   uint64_t total_bytes() const { return total_bytes_; }
