@@ -97,6 +97,31 @@ TEST_CASE("recycled buffers carry exactly the new message, never stale bytes") {
   CHECK((*l0)->bytes_sent() == (size_t{3} << 20) * 3 - 12345 + (size_t{2} << 20) + (size_t{4} << 20));
 }
 
+// A sender woken by the ack asks for its next buffer at once: the acknowledged
+// transfer's buffer must be back in the pool by then (on a CURVE link ZeroMQ
+// lets go of each chunk when it encrypts it, before the peer can ack), or every
+// round would fault in a fresh model-sized buffer.
+TEST_CASE("once Flush returns, an acknowledged send buffer is the next one handed out") {
+  Cluster c(2);
+  auto l0 = c.eps[0]->Join(c.Spec(0));
+  auto l1 = c.eps[1]->Join(c.Spec(1));
+  REQUIRE(l0.ok());
+  REQUIRE(l1.ok());
+  const auto deadline = DeadlineAfter(10s);
+  const size_t n = size_t{3} << 20;
+  for (int i = 0; i < 20; ++i) {
+    std::vector<std::byte> out = (*l0)->Buffer(n);
+    const std::byte* sent = out.data();
+    REQUIRE((*l0)->SendOwned(1, 4, std::move(out), deadline).ok());
+    auto got = (*l1)->Recv(0, 4, deadline);
+    REQUIRE(got.ok());
+    REQUIRE(c.eps[0]->Flush(deadline).ok());
+    std::vector<std::byte> next = (*l0)->Buffer(n);
+    CHECK(next.data() == sent);
+    (*l0)->Recycle(std::move(next));
+  }
+}
+
 TEST_CASE("recv from a silent peer fails by the deadline naming the peer") {
   Cluster c(2);
   auto l = c.eps[0]->Join(c.Spec(0));
