@@ -1,5 +1,7 @@
-// Private state of WanEndpoint, shared by the I/O loop (endpoint_io.cpp), the
-// receive side (endpoint_rx.cpp) and the group links (wan_group.cpp).
+// Private state of WanEndpoint: the I/O loop and send side (endpoint_io.cpp),
+// the receive side (endpoint_rx.cpp) and the group side (endpoint_groups.cpp).
+// Group links (wan_group.cpp) see only the GroupTransport interface; WanEndpoint
+// forwards to the public operations below.
 //
 // Threading: only the I/O thread touches zmq sockets (except wake_tx_, which
 // callers use under wake_mu_). Everything else is guarded by mu_; callers wait on cv_.
@@ -20,6 +22,7 @@
 #include <zmq.hpp>
 
 #include "buffer_pool.h"
+#include "group_transport.h"
 #include "longhaul/wan_transport/chunking.h"
 #include "longhaul/wan_transport/endpoint.h"
 #include "wan_metrics.h"
@@ -75,16 +78,40 @@ struct InTransfer {
 struct GroupRx {
   // (sender rank, tag) -> sequence -> transfer
   std::map<std::pair<int, uint32_t>, std::map<uint32_t, InTransfer>> streams;
+  std::map<std::pair<int, uint32_t>, uint32_t> next;  // (sender rank, tag) -> sequence the link receives next
 };
 
-using GroupKey = std::tuple<std::string, uint64_t, uint32_t>;  // job, epoch, round
-
-class WanEndpoint::Impl {
+class WanEndpoint::Impl final : public GroupTransport {
  public:
   explicit Impl(WanOptions options);
-  ~Impl();
+  ~Impl() override;
   Status Start(const std::string& bind_address);
 
+  // ---- what WanEndpoint forwards to (same meaning as there) ----
+  const std::string& endpoint() const { return endpoint_; }
+  const WanOptions& options() const { return opt_; }
+  LinkMatrix measurements() const { return estimator_.Snapshot(); }
+  uint64_t rejected_connections() const { return zap_ ? zap_->rejected() : 0; }
+  uint64_t dropped_frames() const { return dropped_.load(); }
+  void CancelThrough(uint64_t epoch);
+  // The endpoint-side checks of Join (cancelled or older epoch) and the
+  // admission of the group's peer keys; the spec's own fields are checked by Join.
+  Status PrepareJoin(const GroupSpec& spec);
+  Status Flush(Deadline deadline);
+  Result<ProbeResult> Probe(const PeerSpec& peer, size_t probe_bytes, Deadline deadline);
+
+  // ---- GroupTransport (endpoint_groups.cpp) ----
+  void OpenGroup(const GroupKey& key) override;
+  void CloseGroup(const GroupKey& key) override;
+  std::vector<std::byte> TakeBuffer(size_t n) override { return pool_->Take(n); }
+  void RecycleBuffer(std::vector<std::byte>&& buffer) override { pool_->Give(std::move(buffer)); }
+  size_t max_message_bytes() const override { return opt_.max_message_bytes; }
+  Status SendMessage(const GroupSpec& spec, int peer, uint32_t tag, uint32_t sequence, std::vector<std::byte>&& data,
+                     Deadline deadline) override;
+  Result<std::vector<std::byte>> ReceiveMessage(const GroupSpec& spec, int peer, uint32_t tag,
+                                                Deadline deadline) override;
+
+ private:
   // Queues a transfer (blocks for backpressure until deadline), behind a lead
   // probe when it opens a busy period on its link and is not small.
   Result<std::shared_ptr<OutTransfer>> Enqueue(std::shared_ptr<OutTransfer> t, Deadline deadline);
@@ -92,8 +119,6 @@ class WanEndpoint::Impl {
   Status WaitAcked(const std::shared_ptr<OutTransfer>& t, Deadline deadline);
   uint64_t NextTransferId(int rank) { return (uint64_t(rank) << 40) | (++transfer_counter_ & ((uint64_t{1} << 40) - 1)); }
   void Wake();
-  void RegisterGroup(const GroupKey& key);
-  void UnregisterGroup(const GroupKey& key);
   // Ends a transfer (and its lead probe) with mu_ held; the caller notifies cv_.
   void FinishLocked(const std::shared_ptr<OutTransfer>& t, Status s);
   // What guards chunk payloads on this endpoint's links (see Integrity).
@@ -123,7 +148,6 @@ class WanEndpoint::Impl {
   zmq::context_t ctx_{2};
   std::unique_ptr<ZapAuthenticator> zap_;
 
- private:
   struct PeerConn {
     std::vector<zmq::socket_t> dealers;
     std::vector<bool> used;  // per dealer: has sent (its connection is set up)

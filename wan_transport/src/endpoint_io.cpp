@@ -366,4 +366,47 @@ Status WanEndpoint::Impl::WaitAcked(const std::shared_ptr<OutTransfer>& t, Deadl
   return t->result;
 }
 
+Status WanEndpoint::Impl::Flush(Deadline deadline) {
+  std::unique_lock lock(mu_);
+  if (!cv_.wait_until(lock, deadline, [&] { return unacked_.empty(); })) {
+    return DeadlineExceeded(std::to_string(unacked_.size()) + " transfers (" + std::to_string(inflight_bytes_) +
+                            " bytes) still unacknowledged");
+  }
+  return Status::Ok();
+}
+
+Result<ProbeResult> WanEndpoint::Impl::Probe(const PeerSpec& peer, size_t probe_bytes, Deadline deadline) {
+  auto send = [&](size_t bytes) -> Result<double> {
+    auto t = std::make_shared<OutTransfer>();
+    t->peer_endpoint = peer.endpoint;
+    t->peer_key = peer.public_key;
+    t->SetData(std::make_shared<const std::vector<std::byte>>(bytes));
+    t->base.set_kind(v1::CHUNK_KIND_PROBE);
+    t->base.set_job_id(opt_.job_id);
+    t->base.set_shard(0xFFFF);  // apart from the lead probes of rank-numbered senders
+    t->base.set_transfer_id(NextTransferId(0xFFFF));
+    t->base.set_fragment(static_cast<uint32_t>(t->base.transfer_id()));
+    t->base.set_protocol_version(1);
+    t->chunks = PlanChunks(bytes, opt_.chunk_bytes);
+    auto began = std::chrono::steady_clock::now();
+    LONGHAUL_ASSIGN_OR_RETURN(auto queued, Enqueue(t, deadline));
+    LONGHAUL_RETURN_IF_ERROR(WaitAcked(queued, deadline).WithContext("probe of " + peer.endpoint));
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  };
+  ProbeResult r;
+  r.rtt_seconds = 1e9;
+  for (int i = 0; i < 5; ++i) {
+    LONGHAUL_ASSIGN_OR_RETURN(double s, send(1));
+    r.rtt_seconds = std::min(r.rtt_seconds, s);
+  }
+  if (probe_bytes > 0) {
+    LONGHAUL_ASSIGN_OR_RETURN(double s, send(probe_bytes));
+    double t = std::max(s - r.rtt_seconds, 1e-6);
+    r.bandwidth_bytes_per_second = static_cast<double>(probe_bytes) / t;
+  }
+  estimator_.SetProbe(peer.endpoint, r.rtt_seconds, r.bandwidth_bytes_per_second);
+  metrics_.Link(peer.endpoint, r.bandwidth_bytes_per_second, r.rtt_seconds);
+  return r;
+}
+
 }  // namespace longhaul::wan_transport

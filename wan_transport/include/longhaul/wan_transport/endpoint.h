@@ -113,9 +113,8 @@ class WanEndpoint {
   uint64_t rejected_connections() const;
   uint64_t dropped_frames() const;  // malformed, stale, foreign
 
-  class Impl;
-
  private:
+  class Impl;  // wan_transport/src/endpoint_impl.h; group links see only its GroupTransport side
   explicit WanEndpoint(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
