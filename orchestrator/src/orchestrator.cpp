@@ -13,6 +13,7 @@
 #include "longhaul/orchestrator/request_limits.h"
 #include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/proto/frame.h"
+#include "longhaul/proto/wire_links.h"
 #include "longhaul/proto/wire_timeouts.h"
 
 namespace longhaul::orchestrator {
@@ -146,12 +147,7 @@ void Orchestrator::Handle(const std::string& identity, const v1::ControlMessage&
       v1::ControlMessage reply;
       auto* list = reply.mutable_list_regions_reply();
       for (auto& info : registry_.Describe()) {
-        for (const auto& [peer, e] : links_.MeasuredFrom(info.region())) {
-          auto* l = info.add_links();
-          l->set_peer(peer);
-          l->set_bytes_per_second(e.bytes_per_second);
-          l->set_rtt_seconds(e.rtt_seconds);
-        }
+        for (const auto& [peer, e] : links_.MeasuredFrom(info.region())) *info.add_links() = proto::LinkToWire(peer, e);
         *list->add_regions() = std::move(info);
       }
       return Reply(identity, msg, std::move(reply));
@@ -371,12 +367,13 @@ void Orchestrator::HandleLinkReport(const std::string& identity, const v1::Contr
   const auto& lr = msg.link_report();
   if (!FromRegistered(identity, lr.region(), "link_report")) return;
   for (const auto& l : lr.links()) {
-    if (!(l.bytes_per_second() >= 0) || !(l.rtt_seconds() >= 0)) {
-      Reject("bad_link_report", lr.region() + " -> " + l.peer() + ": negative or NaN measurement");
+    auto e = proto::LinkFromWire(l);
+    if (!e.ok()) {
+      Reject("bad_link_report", "from " + lr.region() + ": " + e.status().message());
       continue;
     }
-    links_.SetLink(lr.region(), l.peer(), {l.bytes_per_second(), l.rtt_seconds()});
-    if (metrics_) metrics_->LinkMeasured(lr.region(), l.peer(), l.bytes_per_second(), l.rtt_seconds());
+    links_.SetLink(lr.region(), l.peer(), *e);
+    if (metrics_) metrics_->LinkMeasured(lr.region(), l.peer(), e->bytes_per_second, e->rtt_seconds);
   }
 }
 

@@ -12,14 +12,14 @@ namespace longhaul::orchestrator {
 
 void LinkTable::SetLink(const std::string& from, const std::string& to, LinkEstimate e) {
   LinkEstimate& known = links_[{from, to}];
-  if (e.bytes_per_second <= 0) e.bytes_per_second = known.bytes_per_second;
-  if (e.rtt_seconds <= 0) e.rtt_seconds = known.rtt_seconds;
+  if (!e.has_rate()) e.bytes_per_second = known.bytes_per_second;
+  if (!e.has_rtt()) e.rtt_seconds = known.rtt_seconds;
   known = e;
 }
 
 LinkEstimate LinkTable::Get(const std::string& from, const std::string& to) const {
   auto it = links_.find({from, to});
-  if (it != links_.end() && it->second.bytes_per_second > 0) return it->second;
+  if (it != links_.end() && it->second.has_rate()) return it->second;
   LinkEstimate e;
   if (it != links_.end()) e.rtt_seconds = it->second.rtt_seconds;
   auto a = region_rate_.find(from), b = region_rate_.find(to);
@@ -116,12 +116,12 @@ Result<RoundSchedule> PlanRound(const std::vector<std::string>& participants, co
   sync_policies::WanProfile wan{.regions = static_cast<uint32_t>(m)};
   for (int k = 0; k < m; ++k) {
     const LinkEstimate e = links.Get(s.ring[k], s.ring[(k + 1) % m]);
-    if (e.bytes_per_second <= 0) all_known = false;
+    if (!e.has_rate()) all_known = false;
     else bottleneck = bottleneck == 0 ? e.bytes_per_second : std::min(bottleneck, e.bytes_per_second);
     rtt = std::max(rtt, e.rtt_seconds);
-    all_rtts = all_rtts && e.rtt_seconds > 0;
+    all_rtts = all_rtts && e.has_rtt();
     s.rate_includes_latency = s.rate_includes_latency || e.rate_includes_latency;
-    wan.ring.push_back({e.bytes_per_second * 8, e.rtt_seconds});
+    wan.ring.push_back(e);
   }
   if (rtt <= 0) rtt = o.assumed_rtt_seconds;
   for (int k = 0; k < m; ++k) {

@@ -19,14 +19,14 @@ struct Message {
 };
 
 // The ring's links: the given ones, or M copies of the slowest link at the worst RTT.
-std::vector<RingLink> RingOf(const WanProfile& w) {
+std::vector<LinkEstimate> RingOf(const WanProfile& w) {
   if (!w.ring.empty()) return w.ring;
-  return std::vector<RingLink>(w.regions, RingLink{w.bandwidth_bps, w.rtt_seconds});
+  return std::vector<LinkEstimate>(w.regions, LinkEstimate{w.bandwidth_bps / 8, w.rtt_seconds});
 }
 
-double SlowestBandwidth(const std::vector<RingLink>& ring) {
-  double b = ring.front().bandwidth_bps;
-  for (const RingLink& l : ring) b = std::min(b, l.bandwidth_bps);
+double SlowestBandwidth(const std::vector<LinkEstimate>& ring) {
+  double b = ring.front().bits_per_second();
+  for (const LinkEstimate& l : ring) b = std::min(b, l.bits_per_second());
   return b;
 }
 
@@ -35,7 +35,7 @@ double SlowestBandwidth(const std::vector<RingLink>& ring) {
 // every link; link k (region k -> k + 1) sends hop h once region k received hop
 // h - 1 over link k - 1 and once it finished sending hop h - 1 itself, and the
 // bytes land half a round trip after they leave.
-double ExchangeSeconds(const std::vector<RingLink>& ring, double bits) {
+double ExchangeSeconds(const std::vector<LinkEstimate>& ring, double bits) {
   const size_t m = ring.size(), hops = 2 * (m - 1);
   const double hop_bits = bits / static_cast<double>(hops);
   std::vector<double> sent(m, 0.0), landed(m, 0.0);  // per link, for the previous hop
@@ -43,7 +43,7 @@ double ExchangeSeconds(const std::vector<RingLink>& ring, double bits) {
     std::vector<double> next_sent(m), next_landed(m);
     for (size_t k = 0; k < m; ++k) {
       const double ready = h == 0 ? 0.0 : std::max(landed[(k + m - 1) % m], sent[k]);
-      next_sent[k] = ready + hop_bits / ring[k].bandwidth_bps;
+      next_sent[k] = ready + hop_bits / ring[k].bits_per_second();
       next_landed[k] = next_sent[k] + ring[k].rtt_seconds / 2;
     }
     sent = std::move(next_sent);
@@ -65,7 +65,7 @@ std::vector<Fragment> Fragments(const ComputeProfile& c, const WanProfile& w, co
   const double T = c.step_seconds;
   const double u = T / (3.0 * L - 1.0);  // one compute node
   const double ring = 2.0 * (w.regions - 1) / w.regions;
-  const std::vector<RingLink> links = RingOf(w);
+  const std::vector<LinkEstimate> links = RingOf(w);
   const double slowest = SlowestBandwidth(links);
   auto message = [&](double values, double release, double need) {
     const double bits = s.bits_per_value * values * ring;
@@ -123,8 +123,8 @@ Result<CuEstimate> PredictRound(const ComputeProfile& c, const WanProfile& w, co
     return InvalidArgument("a ring of " + std::to_string(w.regions) + " regions has " + std::to_string(w.regions) +
                            " links, got " + std::to_string(w.ring.size()));
   }
-  for (const RingLink& l : RingOf(w)) {
-    if (!(l.bandwidth_bps > 0) || !std::isfinite(l.bandwidth_bps)) return InvalidArgument("bandwidth must be > 0");
+  for (const LinkEstimate& l : RingOf(w)) {
+    if (!(l.bytes_per_second > 0) || !std::isfinite(l.bytes_per_second)) return InvalidArgument("bandwidth must be > 0");
     if (!(l.rtt_seconds >= 0) || !std::isfinite(l.rtt_seconds)) return InvalidArgument("RTT must be >= 0");
   }
   if (s.layerwise && s.kind == PlanKind::kStreamingDiLoCo && s.fragments > c.layers) {

@@ -91,7 +91,7 @@ TEST_CASE("cu model: given every link of the ring, an exchange counts each where
   const ls::ComputeProfile compute{.params = 3e6, .layers = 1, .step_seconds = 0.01};
   const ls::PlanSchedule diloco{.kind = ls::PlanKind::kDiLoCo, .inner_steps = 10, .bits_per_value = 8, .layerwise = false};
   // Equal links: the same as the slowest link at the worst RTT, 32 Mbit at 80 Mbit/s and 2 round trips.
-  const ls::RingLink slow{8e7, 0.04}, fast{8e8, 0.04};
+  const ls::LinkEstimate slow{8e7 / 8, 0.04}, fast{8e8 / 8, 0.04};  // 80 and 800 Mbit/s
   auto uniform = ls::PredictRound(compute, {.regions = 3, .bandwidth_bps = 8e7, .rtt_seconds = 0.04}, diloco);
   auto same = ls::PredictRound(compute, {.regions = 3, .ring = {slow, slow, slow}}, diloco);
   REQUIRE(uniform.ok());
@@ -105,8 +105,8 @@ TEST_CASE("cu model: given every link of the ring, an exchange counts each where
   CHECK(one_slow->stall_seconds == Approx(4 * 0.1 + 0.02));
   // A long round trip on a fast link delays what the slow link has to forward;
   // a short one hides behind it.
-  auto far_fast = ls::PredictRound(compute, {.regions = 3, .ring = {{8e8, 0.6}, fast, slow}}, diloco);
-  auto near_fast = ls::PredictRound(compute, {.regions = 3, .ring = {{8e8, 0.001}, fast, slow}}, diloco);
+  auto far_fast = ls::PredictRound(compute, {.regions = 3, .ring = {{8e8 / 8, 0.6}, fast, slow}}, diloco);
+  auto near_fast = ls::PredictRound(compute, {.regions = 3, .ring = {{8e8 / 8, 0.001}, fast, slow}}, diloco);
   REQUIRE(far_fast.ok());
   REQUIRE(near_fast.ok());
   CHECK(far_fast->stall_seconds > 2 * 0.3 + 0.1);  // two hops over it, one over the slow link at least

@@ -46,10 +46,10 @@ TEST_CASE("a busy period's bytes over the time from its marker's send plus one R
   e.Done("p", c.period, 1'000'000, true, 10.5);
   // Still open, with b's bytes on their way: until a first period ends, its
   // part acked so far stands for the link (2 MB acked in the 0.5 s from its start).
-  CHECK(e.Get("p").bandwidth_bytes_per_second == Approx(4e6));
-  CHECK(e.Snapshot().peers["p"].bandwidth_bytes_per_second == Approx(4e6));
+  CHECK(e.Get("p").bytes_per_second == Approx(4e6));
+  CHECK(e.Snapshot().peers["p"].bytes_per_second == Approx(4e6));
   e.Done("p", b.period, 1'000'000, true, 10.6);
-  CHECK(e.Get("p").bandwidth_bytes_per_second == Approx(5e6));
+  CHECK(e.Get("p").bytes_per_second == Approx(5e6));
   // The next period's lead came back late, behind the period's bytes on another
   // connection: its clock still starts one least RTT after the send. The EWMA
   // blends it (0.7 * 5e6 + 0.3 * 10e6).
@@ -62,7 +62,7 @@ TEST_CASE("a busy period's bytes over the time from its marker's send plus one R
   e.MarkerAcked("p", d.period, 19.96, 19.97, true);  // on a new connection: no round trip
   CHECK(e.Get("p").rtt_seconds == Approx(0.04));
   e.Done("p", d.period, 1'000'000, true, 20.1);
-  CHECK(e.Get("p").bandwidth_bytes_per_second == Approx(6.5e6));
+  CHECK(e.Get("p").bytes_per_second == Approx(6.5e6));
   // A link whose rate dropped 4x: one period is blended (it may have had
   // gaps), the second in a row replaces the estimate.
   auto period_at = [&](double start, double bytes_per_second) {
@@ -71,15 +71,15 @@ TEST_CASE("a busy period's bytes over the time from its marker's send plus one R
     e.Done("p", f.period, 1'000'000, true, start + 1e6 / bytes_per_second);
   };
   period_at(30.0, 1.625e6);
-  CHECK(e.Get("p").bandwidth_bytes_per_second == Approx(0.7 * 6.5e6 + 0.3 * 1.625e6));
+  CHECK(e.Get("p").bytes_per_second == Approx(0.7 * 6.5e6 + 0.3 * 1.625e6));
   period_at(40.0, 1.625e6);
-  CHECK(e.Get("p").bandwidth_bytes_per_second == Approx(1.625e6));
+  CHECK(e.Get("p").bytes_per_second == Approx(1.625e6));
   // One low period between normal ones is blended only.
   period_at(50.0, 1.625e6);
   period_at(60.0, 0.5e6);
-  CHECK(e.Get("p").bandwidth_bytes_per_second == Approx(0.7 * 1.625e6 + 0.3 * 0.5e6));
+  CHECK(e.Get("p").bytes_per_second == Approx(0.7 * 1.625e6 + 0.3 * 0.5e6));
   period_at(70.0, 1.625e6);
-  CHECK(e.Get("p").bandwidth_bytes_per_second > 1.2e6);
+  CHECK(e.Get("p").bytes_per_second > 1.2e6);
 }
 
 TEST_CASE("periods that cannot be timed teach nothing") {
@@ -108,7 +108,7 @@ TEST_CASE("periods that cannot be timed teach nothing") {
     e.Done("p", a.period, 1'000'000, true, 2.1);        // stale: ignored
     e.Done("p", b.period, 1'000'000, true, 2.2);
   }
-  CHECK(e.Get("p").bandwidth_bytes_per_second == 0);
+  CHECK(e.Get("p").bytes_per_second == 0);
 }
 
 TEST_CASE("transfers through an emulated link report its rate and round trip, also queued back to back") {
@@ -139,9 +139,9 @@ TEST_CASE("transfers through an emulated link report its rate and round trip, al
   }
   REQUIRE(c.eps[0]->Flush(deadline).ok());
   const LinkEstimate e = c.eps[0]->measurements().peers[via.endpoint];
-  CAPTURE(e.bandwidth_bytes_per_second, e.rtt_seconds, e.samples);
+  CAPTURE(e.bytes_per_second, e.rtt_seconds, e.samples);
   CHECK(e.samples == 1);  // one busy period (the lead opened the connection: no round trip)
-  CHECK(e.bandwidth_bytes_per_second == Approx(rate).epsilon(0.15));
+  CHECK(e.bytes_per_second == Approx(rate).epsilon(0.15));
   CHECK(e.rtt_seconds == 0);  // the only lead waited for the connection's handshakes: no round trip
   // One message after another: each opens its own period with its own lead.
   for (int i = 0; i < 3; ++i) {
@@ -150,9 +150,9 @@ TEST_CASE("transfers through an emulated link report its rate and round trip, al
     REQUIRE(c.eps[0]->Flush(deadline).ok());
   }
   const LinkEstimate f = c.eps[0]->measurements().peers[via.endpoint];
-  CAPTURE(f.bandwidth_bytes_per_second, f.rtt_seconds, f.samples);
+  CAPTURE(f.bytes_per_second, f.rtt_seconds, f.samples);
   CHECK(f.samples == 7);
-  CHECK(f.bandwidth_bytes_per_second == Approx(rate).epsilon(0.15));
+  CHECK(f.bytes_per_second == Approx(rate).epsilon(0.15));
   CHECK(f.rtt_seconds >= 2 * one_way);
   CHECK(f.rtt_seconds < 2 * one_way + 0.015);
 }
@@ -197,8 +197,8 @@ TEST_CASE("a ring all-reduce measures every link of the ring, round after round"
   for (int r = 0; r < 3; ++r) {
     const int next = (r + 1) % 3;
     const LinkEstimate e = c.eps[r]->measurements().peers[via[next].endpoint];
-    CAPTURE(r, e.bandwidth_bytes_per_second, e.rtt_seconds, e.samples);
-    CHECK(e.bandwidth_bytes_per_second == Approx(rates[next]).epsilon(0.2));
+    CAPTURE(r, e.bytes_per_second, e.rtt_seconds, e.samples);
+    CHECK(e.bytes_per_second == Approx(rates[next]).epsilon(0.2));
     CHECK(e.rtt_seconds >= 2 * delays[next]);
     CHECK(e.rtt_seconds < 2 * delays[next] + 0.015);
   }

@@ -76,7 +76,7 @@ struct FakeWan final : lw::WanPort {
     return longhaul::Internal("a one-region round needs no WAN group");
   }
   void CancelThrough(uint64_t epoch) override { cancelled_through = epoch; }
-  std::map<std::string, lw::LinkMeasurement> measurements() const override { return {}; }
+  std::map<std::string, longhaul::sync_policies::LinkEstimate> measurements() const override { return {}; }
   std::atomic<uint64_t> cancelled_through{0};
 };
 

@@ -21,7 +21,7 @@ uint64_t WanEndpoint::rejected_connections() const { return impl_->rejected_conn
 uint64_t WanEndpoint::dropped_frames() const { return impl_->dropped_frames(); }
 void WanEndpoint::CancelThrough(uint64_t epoch) { impl_->CancelThrough(epoch); }
 Status WanEndpoint::Flush(Deadline deadline) { return impl_->Flush(deadline); }
-Result<ProbeResult> WanEndpoint::Probe(const PeerSpec& peer, size_t probe_bytes, Deadline deadline) {
+Result<LinkEstimate> WanEndpoint::Probe(const PeerSpec& peer, size_t probe_bytes, Deadline deadline) {
   return impl_->Probe(peer, probe_bytes, deadline);
 }
 

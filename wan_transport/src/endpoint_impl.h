@@ -98,7 +98,7 @@ class WanEndpoint::Impl final : public GroupTransport {
   // admission of the group's peer keys; the spec's own fields are checked by Join.
   Status PrepareJoin(const GroupSpec& spec);
   Status Flush(Deadline deadline);
-  Result<ProbeResult> Probe(const PeerSpec& peer, size_t probe_bytes, Deadline deadline);
+  Result<LinkEstimate> Probe(const PeerSpec& peer, size_t probe_bytes, Deadline deadline);
 
   // ---- GroupTransport (endpoint_groups.cpp) ----
   void OpenGroup(const GroupKey& key) override;

@@ -84,7 +84,7 @@ int WanEndpoint::Impl::ConnectionsFor(const OutTransfer& t) {
   if (t.connections > 0) return t.connections;
   if (opt_.connections_per_peer > 0) return opt_.connections_per_peer;
   LinkEstimate e = estimator_.Get(t.peer_endpoint);
-  return ConnectionsForBdp(e.bandwidth_bytes_per_second, e.rtt_seconds);
+  return ConnectionsForBdp(e.bytes_per_second, e.rtt_seconds);
 }
 
 // A peer's connections open on its first send; a later group that asks for
@@ -236,7 +236,7 @@ void WanEndpoint::Impl::HandleControl(const v1::ChunkControl& c, const std::stri
       if (!t->is_lead) {
         estimator_.Done(peer, t->period, t->marker ? 0 : t->size(), true, Seconds(now));
         LinkEstimate e = estimator_.Get(peer);
-        metrics_.Link(peer, e.bandwidth_bytes_per_second, e.rtt_seconds);
+        metrics_.Link(peer, e.bytes_per_second, e.rtt_seconds);
         metrics_.TransferDone(secs);
       }
     }
@@ -375,7 +375,7 @@ Status WanEndpoint::Impl::Flush(Deadline deadline) {
   return Status::Ok();
 }
 
-Result<ProbeResult> WanEndpoint::Impl::Probe(const PeerSpec& peer, size_t probe_bytes, Deadline deadline) {
+Result<LinkEstimate> WanEndpoint::Impl::Probe(const PeerSpec& peer, size_t probe_bytes, Deadline deadline) {
   auto send = [&](size_t bytes) -> Result<double> {
     auto t = std::make_shared<OutTransfer>();
     t->peer_endpoint = peer.endpoint;
@@ -393,7 +393,7 @@ Result<ProbeResult> WanEndpoint::Impl::Probe(const PeerSpec& peer, size_t probe_
     LONGHAUL_RETURN_IF_ERROR(WaitAcked(queued, deadline).WithContext("probe of " + peer.endpoint));
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   };
-  ProbeResult r;
+  LinkEstimate r;
   r.rtt_seconds = 1e9;
   for (int i = 0; i < 5; ++i) {
     LONGHAUL_ASSIGN_OR_RETURN(double s, send(1));
@@ -402,10 +402,10 @@ Result<ProbeResult> WanEndpoint::Impl::Probe(const PeerSpec& peer, size_t probe_
   if (probe_bytes > 0) {
     LONGHAUL_ASSIGN_OR_RETURN(double s, send(probe_bytes));
     double t = std::max(s - r.rtt_seconds, 1e-6);
-    r.bandwidth_bytes_per_second = static_cast<double>(probe_bytes) / t;
+    r.bytes_per_second = static_cast<double>(probe_bytes) / t;
   }
-  estimator_.SetProbe(peer.endpoint, r.rtt_seconds, r.bandwidth_bytes_per_second);
-  metrics_.Link(peer.endpoint, r.bandwidth_bytes_per_second, r.rtt_seconds);
+  estimator_.SetProbe(peer.endpoint, r.rtt_seconds, r.bytes_per_second);
+  metrics_.Link(peer.endpoint, r.bytes_per_second, r.rtt_seconds);
   return r;
 }
 

@@ -50,7 +50,7 @@ void LinkEstimator::Done(const std::string& peer, uint64_t period, uint64_t byte
   const double seconds = at - b.start;
   if (b.failed || b.start < 0 || b.bytes < kTimedBytes || !(seconds > 0)) return;
   LinkEstimate& e = m_.peers[peer];
-  const double bw = static_cast<double>(b.bytes) / seconds, known = e.bandwidth_bytes_per_second;
+  const double bw = static_cast<double>(b.bytes) / seconds, known = e.bytes_per_second;
   // Two rates in a row off by more than kStepChange, the same way, are a
   // changed link: taken at once (blended, a 4x drop would take many rounds to
   // show). One alone is blended like any other (a period with gaps reads low).
@@ -58,7 +58,7 @@ void LinkEstimator::Done(const std::string& peer, uint64_t period, uint64_t byte
   int& streak = off_streak_[peer];
   const bool changed = known == 0 || (off != 0 && streak == off);
   streak = changed ? 0 : off;
-  e.bandwidth_bytes_per_second = changed ? bw : (1 - kBandwidthAlpha) * known + kBandwidthAlpha * bw;
+  e.bytes_per_second = changed ? bw : (1 - kBandwidthAlpha) * known + kBandwidthAlpha * bw;
   ++e.samples;
 }
 
@@ -81,18 +81,18 @@ void LinkEstimator::SetProbe(const std::string& peer, double rtt, double bw) {
   std::lock_guard lock(mu_);
   LinkEstimate& e = m_.peers[peer];
   e.rtt_seconds = rtt;
-  e.bandwidth_bytes_per_second = bw;
+  e.bytes_per_second = bw;
   rtt_samples_[peer].assign(1, rtt);
   ++e.samples;
 }
 
 LinkEstimate LinkEstimator::WithOpenPeriodLocked(const std::string& peer, LinkEstimate e) const {
-  if (e.bandwidth_bytes_per_second > 0) return e;
+  if (e.bytes_per_second > 0) return e;
   auto it = busy_.find(peer);
   if (it == busy_.end()) return e;
   const Busy& b = it->second;
   if (b.open > 0 && !b.failed && b.start >= 0 && b.bytes >= kTimedBytes && b.last_ack > b.start)
-    e.bandwidth_bytes_per_second = static_cast<double>(b.bytes) / (b.last_ack - b.start);
+    e.bytes_per_second = static_cast<double>(b.bytes) / (b.last_ack - b.start);
   return e;
 }
 

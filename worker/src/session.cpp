@@ -10,8 +10,9 @@
 #include "agent_channel.h"
 #include "longhaul/common/checksum.h"
 #include "longhaul/proto/frame.h"
-#include "longhaul/proto/wire_timeouts.h"
 #include "longhaul/proto/wire_enums.h"
+#include "longhaul/proto/wire_links.h"
+#include "longhaul/proto/wire_timeouts.h"
 #include "longhaul/sync_policies/in_process_link.h"
 #include "longhaul/session/checkpoint_path.h"
 #include "longhaul/worker/flat_inner_state.h"
@@ -379,11 +380,8 @@ void Session::ReportLinks(const v1::RoundCommand& cmd) {
   for (const auto& p : cmd.participants()) {
     if (p.region() == options_.region || p.shard_endpoints_size() <= options_.rank) continue;
     auto it = measured.find(p.shard_endpoints(options_.rank));
-    if (it == measured.end() || (it->second.bytes_per_second <= 0 && it->second.rtt_seconds <= 0)) continue;
-    auto* link = report->add_links();
-    link->set_peer(p.region());
-    link->set_bytes_per_second(it->second.bytes_per_second);
-    link->set_rtt_seconds(it->second.rtt_seconds);
+    if (it == measured.end() || (!it->second.has_rate() && !it->second.has_rtt())) continue;
+    *report->add_links() = proto::LinkToWire(p.region(), it->second);
   }
   if (report->links_size() > 0) channel_->Send(std::move(msg));
 }

@@ -38,10 +38,8 @@ class TransportWanPort final : public WanPort {
 
   void CancelThrough(uint64_t epoch) override { endpoint_->CancelThrough(epoch); }
 
-  std::map<std::string, LinkMeasurement> measurements() const override {
-    std::map<std::string, LinkMeasurement> out;
-    for (const auto& [peer, e] : endpoint_->measurements().peers) out[peer] = {e.bandwidth_bytes_per_second, e.rtt_seconds};
-    return out;
+  std::map<std::string, sync_policies::LinkEstimate> measurements() const override {
+    return endpoint_->measurements().peers;
   }
 
  private:

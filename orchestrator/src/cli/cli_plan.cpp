@@ -15,6 +15,7 @@
 #include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/orchestrator/scheduler.h"
 #include "longhaul/proto/wire_enums.h"
+#include "longhaul/proto/wire_links.h"
 #include "longhaul/sync_policies/planner.h"
 
 namespace longhaul::orchestrator {
@@ -136,8 +137,13 @@ int CliPlanJob(const CliContext& ctx, const std::string& job_file, PlanRequest r
                          "a plan needs at least 2");
   }
   LinkTable links;
-  for (const auto& info : listed)
-    for (const auto& l : info.links()) links.SetLink(info.region(), l.peer(), {l.bytes_per_second(), l.rtt_seconds()});
+  for (const auto& info : listed) {
+    for (const auto& l : info.links()) {
+      auto e = proto::LinkFromWire(l);
+      if (!e.ok()) return ReportError(ctx, e.status().WithContext("the orchestrator's links of region " + info.region()));
+      links.SetLink(info.region(), l.peer(), *e);
+    }
+  }
   auto ring = PlanRound(regions, links, RoundShape{});
   if (!ring.ok()) return ReportError(ctx, ring.status());
   if (ring->bottleneck_bytes_per_second <= 0) {

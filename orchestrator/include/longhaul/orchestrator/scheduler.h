@@ -23,17 +23,12 @@
 
 #include "longhaul/common/status.h"
 #include "longhaul/sync_policies/cu_model.h"
+#include "longhaul/sync_policies/link_estimate.h"
 #include "longhaul/sync_policies/sync_kind.h"
 
 namespace longhaul::orchestrator {
 
-struct LinkEstimate {
-  double bytes_per_second = 0;  // 0 = unknown
-  double rtt_seconds = 0;       // 0 = unknown
-  // bytes_per_second is a region's rate over whole exchanges (RoundReport bytes
-  // / comm time), not the link's measured goodput: their latency is in it.
-  bool rate_includes_latency = false;
-};
+using sync_policies::LinkEstimate;
 
 // Latest estimate per directed link, plus per-region rates as a fallback (a
 // job's own: the orchestrator adds them to a copy for that job's rounds).

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "longhaul/common/status.h"
+#include "longhaul/sync_policies/link_estimate.h"
 
 namespace longhaul::sync_policies {
 
@@ -34,11 +35,6 @@ struct ComputeProfile {
   double params = 0;        // N, values exchanged (the whole model)
   uint32_t layers = 1;      // L
   double step_seconds = 0;  // T: one inner step's compute in a region
-};
-
-struct RingLink {
-  double bandwidth_bps = 0;
-  double rtt_seconds = 0;
 };
 
 struct WanProfile {
@@ -51,7 +47,7 @@ struct WanProfile {
   // so slow links and long round trips anywhere on the ring are counted where
   // they delay the exchange, not all at the slowest link. With links given,
   // bandwidth_bps and rtt_seconds are not used.
-  std::vector<RingLink> ring;
+  std::vector<LinkEstimate> ring;
 };
 
 struct PlanSchedule {

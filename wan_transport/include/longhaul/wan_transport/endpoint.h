@@ -78,12 +78,6 @@ struct GroupSpec {
   Deadline deadline = Deadline::max();
 };
 
-// What one probe measured.
-struct ProbeResult {
-  double rtt_seconds = 0;
-  double bandwidth_bytes_per_second = 0;
-};
-
 class WanEndpoint {
  public:
   // bind_address "host:port" (port 0 = any free port).
@@ -103,7 +97,7 @@ class WanEndpoint {
   void CancelThrough(uint64_t epoch);
 
   // Active probe: RTT from small round trips, bandwidth from timing probe_bytes.
-  Result<ProbeResult> Probe(const PeerSpec& peer, size_t probe_bytes, Deadline deadline);
+  Result<LinkEstimate> Probe(const PeerSpec& peer, size_t probe_bytes, Deadline deadline);
 
   // Waits until every transfer sent so far is acknowledged (or failed/abandoned).
   Status Flush(Deadline deadline);

@@ -35,13 +35,12 @@
 #include <mutex>
 #include <string>
 
+#include "longhaul/sync_policies/link_estimate.h"
+
 namespace longhaul::wan_transport {
 
-struct LinkEstimate {
-  double bandwidth_bytes_per_second = 0;  // 0 = unknown
-  double rtt_seconds = 0;                 // 0 = unknown
-  uint64_t samples = 0;
-};
+// samples: busy periods timed plus round trips and probes taken.
+using sync_policies::LinkEstimate;
 
 struct LinkMatrix {
   std::map<std::string, LinkEstimate> peers;  // by peer endpoint

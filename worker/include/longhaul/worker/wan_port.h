@@ -13,6 +13,7 @@
 #include "longhaul/common/status.h"
 #include "longhaul/common/timeouts.h"
 #include "longhaul/sync_policies/link.h"
+#include "longhaul/sync_policies/link_estimate.h"
 
 namespace longhaul::worker {
 
@@ -20,12 +21,6 @@ struct WanPeer {
   std::string region;
   std::string endpoint;    // tcp://host:port
   std::string public_key;  // its launch's CURVE key (Z85): dialled as server key, admitted as client
-};
-
-// What the transport measured towards one peer listener (0 = unknown).
-struct LinkMeasurement {
-  double bytes_per_second = 0;
-  double rtt_seconds = 0;
 };
 
 class WanPort {
@@ -43,7 +38,7 @@ class WanPort {
   // return kAborted): the orchestrator aborted that round.
   virtual void CancelThrough(uint64_t epoch) = 0;
   // Passive estimates from real transfers so far, by peer endpoint.
-  virtual std::map<std::string, LinkMeasurement> measurements() const = 0;
+  virtual std::map<std::string, sync_policies::LinkEstimate> measurements() const = 0;
 };
 
 // CURVE on the data plane: the listener is a CURVE server with this launch's
