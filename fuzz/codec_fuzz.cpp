@@ -1,8 +1,8 @@
 // Fuzz target: every codec's decoder (sync_policies: Compressor::Decode of fp32,
-// bf16, int8, int4, fp4, topk), i.e. what a region does with the payload bytes a
-// peer sent in the ring all-reduce or the sparse all-gather.
+// bf16, int8, int4, fp4, topk, topk2), i.e. what a region does with the payload
+// bytes a peer sent in the ring all-reduce or the sparse all-gather.
 //
-// Input: byte 0 codec (value % 8: 0..5 the codecs in enum order, 6..7 no such
+// Input: byte 0 codec (value % 8: 0..6 the codecs in enum order, 7 no such
 // codec), bytes 1-2 element count n (u16 LE, <= 16384), bytes 3-4 block size (u16,
 // 0 is invalid), byte 5 top-k fraction (b / 255; 0 is invalid), byte 6 flags (bit 0:
 // cut or zero-pad the payload to the codec's exact size for n, so the kernels and

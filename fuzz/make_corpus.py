@@ -134,6 +134,11 @@ def codec_seeds():
     write("codec", "topk", header(5) + topk)
     bad = struct.pack("<I", k) + struct.pack("<3I", 6, 5, 9) + struct.pack("<3f", 1, 2, 3)
     write("codec", "topk_bad_indices", header(5) + bad)
+    # topk2: the same entries; positives 2.5 | 3.0, negative -3.5 alone in its
+    # larger half; codes 1, 0, 3 in one byte.
+    topk2 = struct.pack("<I", k) + struct.pack("<3I", 2, 5, 6) + struct.pack("<4f", 2.5, 3.0, 0.0, -3.5)
+    write("codec", "topk2", header(6) + topk2 + bytes([0x31]))
+    write("codec", "topk2_bad_code", header(6) + topk2 + bytes([0xf1]))  # bits past the 3rd code set
     write("codec", "int8_short", header(2, flags=0) + scales + b"\x01\x02")
     assert nb == 2
 

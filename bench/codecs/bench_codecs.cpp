@@ -3,6 +3,7 @@
 // Each repetition times memcpy, encode and decode back to back; GB/s figures are
 // the best repetition, the memcpy ratio the median one. Each codec stops early
 // after --max-seconds. The target: int8 and bf16 encode+decode >= 0.5x memcpy.
+// Bytes per parameter are the codec's exact EncodedBytes over the input's floats.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -33,7 +34,7 @@ int main(int argc, char** argv) {
   app.add_option("--reps", reps, "repetitions per codec")->check(CLI::Range(1, 100));
   app.add_option("--block-size", block, "floats per scale for int8/int4/fp4")
       ->check(CLI::Range(size_t{1}, size_t{1} << 20));
-  app.add_option("--topk-fraction", topk_fraction, "share kept by topk")->check(CLI::Range(1e-6, 1.0));
+  app.add_option("--topk-fraction", topk_fraction, "share kept by topk and topk2")->check(CLI::Range(1e-6, 1.0));
   app.add_option("--max-seconds", max_seconds, "time bound per codec, seconds")->check(CLI::Range(0.1, 600.0));
   CLI11_PARSE(app, argc, argv);
 
@@ -64,7 +65,7 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   double copy_gbs = 0;
   for (lsp::Codec codec : {lsp::Codec::kFp32, lsp::Codec::kBf16, lsp::Codec::kInt8Block, lsp::Codec::kInt4Block,
-                           lsp::Codec::kFp4E3M0, lsp::Codec::kTopK}) {
+                           lsp::Codec::kFp4E3M0, lsp::Codec::kTopK, lsp::Codec::kTopK2Bit}) {
     auto compressor = lsp::Compressor::Create({.codec = codec, .block_size = block, .topk_fraction = topk_fraction});
     if (!compressor.ok()) {
       std::fprintf(stderr, "bench_codecs: %s\n", compressor.status().ToString().c_str());
@@ -93,26 +94,32 @@ int main(int argc, char** argv) {
     }
     std::sort(ratios.begin(), ratios.end());
     row.ratio = ratios[ratios.size() / 2];
-    row.encoded = encoded.size();
+    row.encoded = c.EncodedBytes(n);
+    if (encoded.size() != row.encoded) {
+      std::fprintf(stderr, "bench_codecs: %s encoded %zu bytes, EncodedBytes says %zu\n", row.name.c_str(),
+                   encoded.size(), row.encoded);
+      return 1;
+    }
     copy_gbs = std::max(copy_gbs, row.copy);
     rows.push_back(row);
   }
 
   std::printf("memcpy: %.2f GB/s (best of the run)\n\n", copy_gbs);
-  std::printf("%-6s %10s %10s %12s %12s %12s %8s\n", "codec", "enc GB/s", "dec GB/s", "enc+dec GB/s", "memcpy GB/s",
-              "x memcpy", "ratio");
+  std::printf("%-6s %10s %10s %12s %12s %12s %8s %9s\n", "codec", "enc GB/s", "dec GB/s", "enc+dec GB/s", "memcpy GB/s",
+              "x memcpy", "ratio", "B/param");
 
   bool target_met = true;
   for (const Row& row : rows) {
     double combined = 1.0 / (1.0 / row.enc + 1.0 / row.dec);
-    std::printf("%-6s %10.2f %10.2f %12.2f %12.2f %12.2f %7.1fx\n", row.name.c_str(), row.enc, row.dec, combined,
-                row.copy, row.ratio, bytes / static_cast<double>(row.encoded));
+    std::printf("%-6s %10.2f %10.2f %12.2f %12.2f %12.2f %7.1fx %9.4f\n", row.name.c_str(), row.enc, row.dec, combined,
+                row.copy, row.ratio, bytes / static_cast<double>(row.encoded),
+                static_cast<double>(row.encoded) / static_cast<double>(n));
     if ((row.codec == lsp::Codec::kInt8Block || row.codec == lsp::Codec::kBf16) && row.ratio < 0.5) target_met = false;
   }
   std::printf(
       "\n(GB/s of fp32 input, best repetition; enc+dec = input bytes / (encode + decode time);\n x memcpy = median "
       "over repetitions of memcpy time / (encode + decode time), measured\n back to back; ratio = compression "
-      "ratio)\n");
+      "ratio; B/param = encoded bytes per fp32 input value)\n");
   std::printf("target int8 and bf16 enc+dec >= 0.5x memcpy: %s\n", target_met ? "met" : "NOT met");
   return 0;
 }

@@ -39,6 +39,11 @@ std::string Policy::Name() const {
   if (is_sync()) return "sync fp32 (data parallel)";
   std::string p = kind == SyncKind::kStreamingDiLoCo ? "Streaming DiLoCo" : "DiLoCo";
   p += " H=" + std::to_string(h) + " " + std::string(proto::CodecName(codec));
+  if (topk_fraction > 0) {  // built stepwise: GCC 12 -Wrestrict false positive on " " + s
+    p += " ";
+    p += FormatNumber("%.3g", 100 * topk_fraction);
+    p += "%";
+  }
   if (kind == SyncKind::kStreamingDiLoCo) {
     p += " P=" + std::to_string(fragments) + " tau=" + std::to_string(overlap_steps) + " alpha=" + FormatNumber("%.2g", mixing_alpha);
   }
@@ -88,6 +93,11 @@ std::vector<Row> FullPlan(const std::string& only) {
   rows.push_back({central, published});
   for (auto c : {v1::CODEC_FP32, v1::CODEC_INT4_BLOCK, v1::CODEC_FP4_E3M0, v1::CODEC_TOPK})
     rows.push_back({central, DiLoCo("codec", 50, c)});
+  // Templar's production setting: 1.56% of the values at 2 bits, error feedback
+  // as topk (the worker always carries it for the sparse codecs).
+  Policy topk2 = DiLoCo("codec", 50, v1::CODEC_TOPK_2BIT);
+  topk2.topk_fraction = 0.0156;
+  rows.push_back({central, topk2});
   Policy streaming = DiLoCo("streaming", 50, int8);
   streaming.kind = SyncKind::kStreamingDiLoCo;
   streaming.fragments = 5;
@@ -180,6 +190,7 @@ v1::JobSpec SpecFor(const Row& row, const Point& point, uint32_t seed, const Pla
   proto::SetSyncKind(s.mutable_sync(), p.kind);
   s.mutable_sync()->set_inner_steps(h);
   s.mutable_compression()->set_codec(p.codec);
+  if (p.topk_fraction > 0) s.mutable_compression()->set_topk_fraction(p.topk_fraction);
   if (p.kind == sync_policies::SyncKind::kStreamingDiLoCo) {
     s.mutable_sync()->set_fragments(p.fragments);
     s.mutable_sync()->set_overlap_steps(p.overlap_steps);

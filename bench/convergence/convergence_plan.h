@@ -30,6 +30,7 @@ struct Policy {
   sync_policies::SyncKind kind = sync_policies::SyncKind::kDiLoCo;
   uint32_t h = 50;
   v1::Codec codec = v1::CODEC_INT8_BLOCK;
+  double topk_fraction = 0;  // compression.topk_fraction of a sparse codec; 0 = the job default (1%)
   uint32_t fragments = 1, overlap_steps = 0;  // streaming
   double mixing_alpha = 0.5;
   Method method = Method::kNone;

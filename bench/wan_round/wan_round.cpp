@@ -223,8 +223,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (*codec == sp::Codec::kTopK) {
-    std::fprintf(stderr, "bench_wan_round: --codec topk is an all-gather, not the ring bound this bench checks\n");
+  if (sp::Traits(*codec).sparse) {
+    std::fprintf(stderr, "bench_wan_round: --codec %s is an all-gather, not the ring bound this bench checks\n",
+                 codec_name.c_str());
     return 2;
   }
   if (with_1gb) sizes->push_back(1024);

@@ -48,7 +48,7 @@ inline constexpr TextLimit kScalarFields[] = {kName,     kModelPreset, kTextPath
 inline constexpr size_t kMaxRegions = 64;       // regions (and region_count)
 inline constexpr size_t kMaxCommandArgs = 256;  // worker.command
 inline constexpr size_t kMaxEnvEntries = 256;   // worker.env
-inline constexpr size_t kMaxAdaptiveCodecs = 6;  // sync.adaptive.codecs: every codec at most once
+inline constexpr size_t kMaxAdaptiveCodecs = 7;  // sync.adaptive.codecs: every codec at most once
 
 // Error messages quote at most this many bytes of a bad value.
 inline constexpr size_t kQuotedPrefixBytes = 40;

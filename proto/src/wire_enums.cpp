@@ -9,13 +9,14 @@ namespace {
 
 namespace sp = sync_policies;
 
-constexpr std::array<std::pair<sp::Codec, v1::Codec>, 6> kWireCodecs = {{
+constexpr std::array<std::pair<sp::Codec, v1::Codec>, 7> kWireCodecs = {{
     {sp::Codec::kFp32, v1::CODEC_FP32},
     {sp::Codec::kBf16, v1::CODEC_BF16},
     {sp::Codec::kInt8Block, v1::CODEC_INT8_BLOCK},
     {sp::Codec::kInt4Block, v1::CODEC_INT4_BLOCK},
     {sp::Codec::kFp4E3M0, v1::CODEC_FP4_E3M0},
     {sp::Codec::kTopK, v1::CODEC_TOPK},
+    {sp::Codec::kTopK2Bit, v1::CODEC_TOPK_2BIT},
 }};
 
 }  // namespace

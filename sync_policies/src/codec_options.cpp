@@ -8,14 +8,15 @@
 namespace longhaul::sync_policies {
 namespace {
 
-//                          codec               name    bits  lossy  blocks sparse
-constexpr std::array<CodecTraits, 6> kCodecs = {{
-    {Codec::kFp32, "fp32", 32, false, false, false},
-    {Codec::kBf16, "bf16", 16, true, false, false},
-    {Codec::kInt8Block, "int8", 8, true, true, false},
-    {Codec::kInt4Block, "int4", 4, true, true, false},
-    {Codec::kFp4E3M0, "fp4", 4, true, true, false},
-    {Codec::kTopK, "topk", 32, true, false, true},
+//      codec               name     bits  lossy  blocks sparse table
+constexpr std::array<CodecTraits, 7> kCodecs = {{
+    {Codec::kFp32, "fp32", 32, false, false, false, 0},
+    {Codec::kBf16, "bf16", 16, true, false, false, 0},
+    {Codec::kInt8Block, "int8", 8, true, true, false, 0},
+    {Codec::kInt4Block, "int4", 4, true, true, false, 0},
+    {Codec::kFp4E3M0, "fp4", 4, true, true, false, 0},
+    {Codec::kTopK, "topk", 32, true, false, true, 0},
+    {Codec::kTopK2Bit, "topk2", 2, true, false, true, 4},
 }};
 constexpr std::string_view kFp32Alias = "none";
 

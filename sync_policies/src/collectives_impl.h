@@ -12,7 +12,7 @@ namespace longhaul::sync_policies {
 // Dense codecs: ring reduce-scatter + all-gather (world_size >= 2).
 Status RingAllReduceMean(CollectiveLink& link, std::span<float> data, const Compressor& codec, Deadline deadline,
                          uint64_t* bytes_sent);
-// Sparse (top-k) payloads: ring all-gather, summed in rank order (world_size >= 2).
+// Sparse payloads (topk, topk2): ring all-gather, summed in rank order (world_size >= 2).
 Status SparseAllGatherMean(CollectiveLink& link, std::span<float> data, const Compressor& codec, Deadline deadline,
                            ErrorFeedback* feedback, uint64_t* bytes_sent);
 

@@ -17,8 +17,8 @@ Status AllReduceMean(CollectiveLink& link, std::span<float> data, const Compress
   uint64_t sent = 0;
   Status result = Status::Ok();
   if (link.world_size() > 1) {
-    result = options.codec == Codec::kTopK ? SparseAllGatherMean(link, data, *codec, deadline, feedback, &sent)
-                                           : RingAllReduceMean(link, data, *codec, deadline, &sent);
+    result = Traits(options.codec).sparse ? SparseAllGatherMean(link, data, *codec, deadline, feedback, &sent)
+                                          : RingAllReduceMean(link, data, *codec, deadline, &sent);
   }
   if (stats) {
     stats->bytes_sent = sent;

@@ -1,6 +1,6 @@
-// Top-k AllReduceMean: sparse sums do not stay sparse, so instead of a reduce
-// the payloads themselves travel the ring (all-gather) and every participant
-// sums the same bytes in rank order.
+// AllReduceMean of the sparse codecs (topk, topk2): sparse sums do not stay
+// sparse, so instead of a reduce the payloads themselves travel the ring
+// (all-gather) and every participant sums the same bytes in rank order.
 #include <string>
 
 #include "collective_wire.h"

@@ -739,10 +739,10 @@ TEST_CASE("sync.adaptive's YAML errors name the field and its line", "[job_spec]
   auto nested = ParseJobSpecYaml(WithLine("sync: {adaptive: {target_utilisation: 0.5, codecs: [[int8]]}}"), "job.yaml");
   CHECK_THAT(ErrorOf(nested), Catch::Contains("'sync.adaptive.codecs[0]' must be a codec name"));
   auto many = ParseJobSpecYaml(
-      WithLine("sync: {adaptive: {target_utilisation: 0.5, codecs: [fp32, bf16, int8, int4, fp4, topk, int8]}}"),
+      WithLine("sync: {adaptive: {target_utilisation: 0.5, codecs: [fp32, bf16, int8, int4, fp4, topk, topk2, int8]}}"),
       "job.yaml");
   CHECK_THAT(ErrorOf(many),
-             Catch::Contains("line 3") && Catch::Contains("'sync.adaptive.codecs' must have at most 6 codecs, got 7"));
+             Catch::Contains("line 3") && Catch::Contains("'sync.adaptive.codecs' must have at most 7 codecs, got 8"));
   auto long_name = ParseJobSpecYaml(
       WithLine("sync: {adaptive: {target_utilisation: 0.5, codecs: [" + std::string(65, 'c') + "]}}"), "job.yaml");
   CHECK_THAT(ErrorOf(long_name), Catch::Contains("'sync.adaptive.codecs' must be at most 64 bytes"));
@@ -834,8 +834,8 @@ TEST_CASE("specs from the wire get the same sync.adaptive checks as the YAML rea
   CHECK_THAT(ValidateJobSpec(unknown).message(),
              Catch::Contains("'sync.adaptive.codecs[0]' must be one of") && Catch::Contains("got 42"));
   v1::JobSpec many = base;
-  for (int i = 0; i < 7; ++i) many.mutable_sync()->mutable_adaptive()->add_codecs(v1::CODEC_BF16);
-  CHECK_THAT(ValidateJobSpec(many).message(), Catch::Contains("'sync.adaptive.codecs' must have at most 6 codecs"));
+  for (int i = 0; i < 8; ++i) many.mutable_sync()->mutable_adaptive()->add_codecs(v1::CODEC_BF16);
+  CHECK_THAT(ValidateJobSpec(many).message(), Catch::Contains("'sync.adaptive.codecs' must have at most 7 codecs"));
   v1::JobSpec twice = base;
   twice.mutable_sync()->mutable_adaptive()->add_codecs(v1::CODEC_TOPK);
   twice.mutable_sync()->mutable_adaptive()->add_codecs(v1::CODEC_TOPK);

@@ -53,10 +53,12 @@ TEST_CASE("Codec names parse and print", "[codec]") {
   CHECK(*ParseCodec("int4") == Codec::kInt4Block);
   CHECK(*ParseCodec("fp4") == Codec::kFp4E3M0);
   CHECK(*ParseCodec("topk") == Codec::kTopK);
+  CHECK(*ParseCodec("topk2") == Codec::kTopK2Bit);
   auto bad = ParseCodec("zstd");
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message().find("'zstd'") != std::string::npos);
-  for (Codec c : {Codec::kFp32, Codec::kBf16, Codec::kInt8Block, Codec::kInt4Block, Codec::kFp4E3M0, Codec::kTopK})
+  for (Codec c : {Codec::kFp32, Codec::kBf16, Codec::kInt8Block, Codec::kInt4Block, Codec::kFp4E3M0, Codec::kTopK,
+                  Codec::kTopK2Bit})
     CHECK(*ParseCodec(CodecName(c)) == c);
 }
 
@@ -76,6 +78,13 @@ TEST_CASE("Encoded sizes are exact", "[codec]") {
   CHECK(Make(Codec::kFp4E3M0, 100)->EncodedBytes(1000) == 10 * 4 + 500);
   CHECK(Make(Codec::kTopK, 256, 0.01)->EncodedBytes(1000) == 4 + 10 * 8);
   CHECK(Make(Codec::kTopK, 256, 0.01)->EncodedBytes(5) == 4 + 1 * 8);
+  // topk2: k, k indices, 4 fp32 centres, ceil(k/4) bytes of codes.
+  CHECK(Make(Codec::kTopK2Bit, 256, 0.01)->EncodedBytes(1000) == 4 + 10 * 4 + 16 + 3);
+  CHECK(Make(Codec::kTopK2Bit, 256, 0.01)->EncodedBytes(5) == 4 + 1 * 4 + 16 + 1);
+  CHECK(Make(Codec::kTopK2Bit, 256, 0.01)->EncodedBytes(0) == 4 + 16);
+  // Templar's density, 1.56% of 2^20: 16,358 entries, 69,542 bytes = 0.066 bytes per
+  // parameter (topk at 1%: 0.080).
+  CHECK(Make(Codec::kTopK2Bit, 256, 0.0156)->EncodedBytes(size_t{1} << 20) == 4 + 16358 * 4 + 16 + 4090);
   for (Codec c : {Codec::kFp32, Codec::kBf16, Codec::kInt8Block, Codec::kInt4Block, Codec::kFp4E3M0})
     CHECK(Make(c)->EncodedBytes(0) == 0);
 }
@@ -146,7 +155,8 @@ TEST_CASE("Dense codecs handle zeros, odd sizes and tiny inputs", "[codec]") {
 }
 
 TEST_CASE("Decode rejects a payload of the wrong size instead of reading past it", "[codec]") {
-  for (Codec c : {Codec::kFp32, Codec::kBf16, Codec::kInt8Block, Codec::kInt4Block, Codec::kFp4E3M0, Codec::kTopK}) {
+  for (Codec c : {Codec::kFp32, Codec::kBf16, Codec::kInt8Block, Codec::kInt4Block, Codec::kFp4E3M0, Codec::kTopK,
+                  Codec::kTopK2Bit}) {
     auto codec = Make(c, 16, 0.1);
     std::vector<std::byte> bytes;
     codec->Encode(RandomVector(100, 5), bytes);

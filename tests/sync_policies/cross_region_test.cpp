@@ -127,7 +127,7 @@ TEST_CASE("int8 all-reduce sends about a quarter of the fp32 bytes", "[cross_reg
 }
 
 TEST_CASE("All-reduce results do not depend on arrival order", "[cross_region]") {
-  for (Codec codec : {Codec::kInt8Block, Codec::kTopK}) {
+  for (Codec codec : {Codec::kInt8Block, Codec::kTopK, Codec::kTopK2Bit}) {
     Run a = AllReduce(5, 2000, {.codec = codec, .topk_fraction = 0.1}, 0);
     Run b = AllReduce(5, 2000, {.codec = codec, .topk_fraction = 0.1}, 3);
     Run c = AllReduce(5, 2000, {.codec = codec, .topk_fraction = 0.1}, 11);
@@ -137,22 +137,28 @@ TEST_CASE("All-reduce results do not depend on arrival order", "[cross_region]")
   }
 }
 
-TEST_CASE("Top-k all-reduce is the rank-ordered mean of every region's sparse payload", "[cross_region]") {
+TEST_CASE("Sparse all-reduce is the rank-ordered mean of every region's sparse payload", "[cross_region]") {
   for (int world = 2; world <= 6; ++world) {
-    CompressionOptions options{.codec = Codec::kTopK, .topk_fraction = 0.05};
-    Run run = AllReduce(world, 1000, options);
-    for (const Status& s : run.status) REQUIRE(s.ok());
-    RequireBitwiseIdentical(run);
-    auto codec = Compressor::Create(options);
-    std::vector<float> expected(1000, 0.0f), decoded(1000);
-    std::vector<std::byte> bytes;
-    for (int r = 0; r < world; ++r) {
-      (*codec)->Encode(RandomVector(1000, 1000 + r), bytes);
-      REQUIRE((*codec)->Decode(bytes, decoded).ok());
-      for (size_t i = 0; i < 1000; ++i) expected[i] += decoded[i];
+    for (Codec sparse : {Codec::kTopK, Codec::kTopK2Bit}) {
+      INFO(CodecName(sparse) << ", world " << world);
+      CompressionOptions options{.codec = sparse, .topk_fraction = 0.05};
+      Run run = AllReduce(world, 1000, options);
+      for (const Status& s : run.status) REQUIRE(s.ok());
+      RequireBitwiseIdentical(run);
+      auto codec = Compressor::Create(options);
+      std::vector<float> expected(1000, 0.0f), decoded(1000);
+      std::vector<std::byte> bytes;
+      for (int r = 0; r < world; ++r) {
+        (*codec)->Encode(RandomVector(1000, 1000 + r), bytes);
+        REQUIRE((*codec)->Decode(bytes, decoded).ok());
+        for (size_t i = 0; i < 1000; ++i) expected[i] += decoded[i];
+      }
+      for (auto& x : expected) x /= static_cast<float>(world);
+      CHECK(run.data[0] == expected);
+      // Each region forwards world - 1 payloads (its own first), each one frame:
+      // the codec's EncodedBytes and the 24-byte header.
+      CHECK(run.stats[0].bytes_sent == (world - 1) * ((*codec)->EncodedBytes(1000) + 24));
     }
-    for (auto& x : expected) x /= static_cast<float>(world);
-    CHECK(run.data[0] == expected);
   }
 }
 

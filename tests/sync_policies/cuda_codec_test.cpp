@@ -81,6 +81,29 @@ TEST_CASE("CUDA codecs match the CPU codecs bit for bit", "[cuda]") {
     REQUIRE(cudaMemcpy(d_bytes + 4, &bad, 4, cudaMemcpyHostToDevice) == cudaSuccess);
     CHECK(cuda::DecodeOnDevice(options, d_bytes, n, d_out).code() == StatusCode::kDataLoss);
   }
+  {
+    // topk2 has no kernels: the CPU codec through host memory, the same bytes
+    // and the same refusal of a malformed payload.
+    REQUIRE(cudaMemcpy(d_in, in.data(), n * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+    CompressionOptions options{.codec = Codec::kTopK2Bit, .topk_fraction = 0.0156};
+    auto cpu = Compressor::Create(options);
+    REQUIRE(cpu.ok());
+    std::vector<std::byte> cpu_bytes;
+    (*cpu)->Encode(in, cpu_bytes);
+    REQUIRE(cuda::EncodeOnDevice(options, d_in, n, d_bytes).ok());
+    std::vector<std::byte> gpu_bytes(cpu_bytes.size());
+    REQUIRE(cudaMemcpy(gpu_bytes.data(), d_bytes, gpu_bytes.size(), cudaMemcpyDeviceToHost) == cudaSuccess);
+    REQUIRE(gpu_bytes == cpu_bytes);
+    std::vector<float> cpu_out(n), gpu_out(n);
+    REQUIRE((*cpu)->Decode(cpu_bytes, cpu_out).ok());
+    REQUIRE(cuda::DecodeOnDevice(options, d_bytes, n, d_out).ok());
+    REQUIRE(cudaMemcpy(gpu_out.data(), d_out, n * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+    REQUIRE(std::memcmp(gpu_out.data(), cpu_out.data(), n * sizeof(float)) == 0);
+    // k = 1561 (k % 4 = 1): the last byte's top bits are padding and must be 0.
+    std::byte last = cpu_bytes.back() | std::byte{0x80};
+    REQUIRE(cudaMemcpy(d_bytes + cpu_bytes.size() - 1, &last, 1, cudaMemcpyHostToDevice) == cudaSuccess);
+    CHECK(cuda::DecodeOnDevice(options, d_bytes, n, d_out).code() == StatusCode::kDataLoss);
+  }
   cudaFree(d_in);
   cudaFree(d_out);
   cudaFree(d_bytes);

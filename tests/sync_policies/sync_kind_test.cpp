@@ -76,9 +76,10 @@ TEST_CASE("Codecs: one row per enumerator, names round-trip, and the bits match 
     const size_t scales = t.uses_blocks ? n / 256 * 4 : 0;
     const size_t values = t.sparse ? n / 4 : n;
     const size_t indices = t.sparse ? 4 + values * 4 : 0;  // k, then one u32 index per kept value
-    CHECK((*c)->EncodedBytes(n) == scales + indices + values * t.bits_per_value / 8);
+    const size_t table = t.table_floats * 4;               // topk2's bin centres
+    CHECK((*c)->EncodedBytes(n) == scales + indices + table + values * t.bits_per_value / 8);
     CHECK(t.lossy == (t.codec != Codec::kFp32));
   }
   CHECK(*ParseCodec("none") == Codec::kFp32);
-  CHECK(CodecNames() == "none, fp32, bf16, int8, int4, fp4, topk");
+  CHECK(CodecNames() == "none, fp32, bf16, int8, int4, fp4, topk, topk2");
 }

@@ -208,4 +208,14 @@ LaunchResult Decode(int codec, const void* in, size_t in_bytes, size_t n, size_t
   return LaunchResult::Cuda(Check(cudaDeviceSynchronize(), "decode kernel"));
 }
 
+LaunchResult CopyToHost(void* host, const void* device, size_t bytes) {
+  if (bytes == 0) return LaunchResult::Ok();
+  return LaunchResult::Cuda(Check(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host"));
+}
+
+LaunchResult CopyToDevice(void* device, const void* host, size_t bytes) {
+  if (bytes == 0) return LaunchResult::Ok();
+  return LaunchResult::Cuda(Check(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device"));
+}
+
 }  // namespace longhaul::sync_policies::cuda_detail

@@ -25,5 +25,8 @@ LaunchResult Decode(int codec, const void* in, size_t in_bytes, size_t n, size_t
 // Top-k with k entries (the caller computes k exactly as the CPU codec does).
 LaunchResult EncodeTopK(const float* in, size_t n, size_t k, void* out, size_t out_bytes);
 LaunchResult DecodeTopK(const void* in, size_t in_bytes, size_t n, size_t expected_k, float* out);
+// Plain copies between host and device memory, for the codecs without kernels.
+LaunchResult CopyToHost(void* host, const void* device, size_t bytes);
+LaunchResult CopyToDevice(void* device, const void* host, size_t bytes);
 
 }  // namespace longhaul::sync_policies::cuda_detail

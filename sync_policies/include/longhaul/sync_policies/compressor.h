@@ -13,6 +13,16 @@
 //              [sign | 3-bit exponent e]: e = 0 is zero, else scale * 2^(e-7).
 //   kTopK      u32 k, k u32 indices (strictly increasing), k fp32 values;
 //              k = ceil(topk_fraction * n) (at least 1 when n > 0); n < 2^32.
+//   kTopK2Bit  u32 k, k u32 indices (strictly increasing; the same entries as
+//              kTopK keeps), 4 fp32 bin centres, ceil(k/4) bytes of 2-bit codes
+//              (entry i in bits 2*(i%4)..2*(i%4)+1 of byte i/4; unused bits 0).
+//              Code = 2 * (sign bit) + (larger half): the kept values of each
+//              sign split at their median magnitude (the larger ceil(m/2) of m,
+//              ties to the lower index), a bin's centre the mean of its members
+//              (0 when empty), so an entry decodes to table[code]. 20 bytes when
+//              n = 0. (Templar's per-payload lookup of bin means; its bins are
+//              a uniform grid around the mean, which wastes 2 of 4 bins on the
+//              empty middle of top-k values: they are all far from zero.)
 // Accumulation is always fp32: codecs only ever encode and decode.
 #pragma once
 
@@ -32,7 +42,7 @@ namespace longhaul::sync_policies {
 struct CompressionOptions {
   Codec codec = Codec::kInt8Block;
   size_t block_size = 256;      // floats per fp32 scale (int8, int4, fp4)
-  double topk_fraction = 0.01;  // share of entries kept by kTopK, in (0, 1]
+  double topk_fraction = 0.01;  // share of entries kept by kTopK and kTopK2Bit, in (0, 1]
   Status Validate() const;
 };
 
@@ -43,18 +53,19 @@ class Compressor {
 
   virtual Codec codec() const = 0;
   // Exact size of Encode's output for num_floats inputs (every codec here,
-  // including kTopK whose k is a function of num_floats).
+  // including the sparse ones whose k is a function of num_floats).
   virtual size_t EncodedBytes(size_t num_floats) const = 0;
   // Replaces `out` with the encoding of `in`.
   virtual void Encode(std::span<const float> in, std::vector<std::byte>& out) const = 0;
   // Decodes exactly out.size() floats. A payload of the wrong size or with bad
-  // contents (top-k index out of range) is an error, never undefined behaviour.
+  // contents (top-k index out of range, topk2 padding bits set) is an error,
+  // never undefined behaviour, and leaves `out` as it was.
   virtual Status Decode(std::span<const std::byte> in, std::span<float> out) const = 0;
 };
 
 // Error feedback (per region): what a lossy codec did not transmit is remembered
 // and added to the next update, so the sum of transmitted updates tracks the sum
-// of true updates. Meant for top-k; works with any codec.
+// of true updates. Meant for the sparse codecs (topk, topk2); works with any codec.
 class ErrorFeedback {
  public:
   // out = Encode(update + residual); residual = (update + residual) - Decode(out).

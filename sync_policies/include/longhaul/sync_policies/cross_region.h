@@ -7,7 +7,8 @@
 // ends with bitwise-identical values whatever the arrival order. Chunks travel
 // as pieces of at most kRingPieceFloats values (each encoded on its own), so a
 // hop forwards one piece while the next is still on the wire.
-// kTopK: all-gather of the sparse payloads, summed in rank order by everyone.
+// Sparse codecs (topk, topk2): all-gather of the sparse payloads, summed in
+// rank order by everyone.
 //
 // Failure is all or nothing: on any error (naming the peer rank) `data` and the
 // error-feedback residual are left untouched.
@@ -32,8 +33,8 @@ struct CollectiveStats {
 inline constexpr size_t kRingPieceFloats = size_t{1} << 19;
 
 // Mean of `data` over all participants, in place. `feedback` (optional) is this
-// participant's top-k error feedback; other codecs ignore it. world_size 1
-// returns the data unchanged.
+// participant's error feedback for the sparse codecs; the others ignore it.
+// world_size 1 returns the data unchanged.
 Status AllReduceMean(CollectiveLink& link, std::span<float> data, const CompressionOptions& options, Deadline deadline,
                      CollectiveStats* stats = nullptr, ErrorFeedback* feedback = nullptr);
 
