@@ -8,19 +8,13 @@
 
 #include "codec_kernels.h"  // internal: ForceBaselineKernels
 #include "longhaul/sync_policies/compressor.h"
+#include "sync_policies/random_vector.h"
 
 using namespace longhaul;
 using namespace longhaul::sync_policies;
+using longhaul::sync_policies::testing::RandomVector;
 
 namespace {
-
-std::vector<float> RandomVector(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
 
 std::unique_ptr<Compressor> Make(Codec codec, size_t block = 256, double fraction = 0.01) {
   auto c = Compressor::Create({.codec = codec, .block_size = block, .topk_fraction = fraction});

@@ -7,19 +7,13 @@
 #include <vector>
 
 #include "longhaul/sync_policies/compressor.h"
+#include "sync_policies/random_vector.h"
 
 using namespace longhaul;
 using namespace longhaul::sync_policies;
+using longhaul::sync_policies::testing::RandomVector;
 
 namespace {
-
-std::vector<float> RandomVector(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
 
 std::unique_ptr<Compressor> Make(Codec codec, double fraction) {
   auto c = Compressor::Create({.codec = codec, .topk_fraction = fraction});
