@@ -2,6 +2,9 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <filesystem>
+#include <fstream>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -120,6 +123,81 @@ TEST_CASE("once Flush returns, an acknowledged send buffer is the next one hande
     CHECK(next.data() == sent);
     (*l0)->Recycle(std::move(next));
   }
+}
+
+namespace {
+
+// This process's ZeroMQ I/O threads ("ZMQbg/IO/N"): tid -> nanoseconds on a CPU.
+std::map<std::string, uint64_t> IoThreadCpuNs() {
+  std::map<std::string, uint64_t> out;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name.rfind("ZMQbg/IO/", 0) != 0) continue;
+    std::ifstream sched(task.path() / "schedstat");
+    uint64_t ns = 0;
+    sched >> ns;
+    out[task.path().filename().string()] = ns;
+  }
+  return out;
+}
+
+}  // namespace
+
+// One link's CURVE work must not sit on one core: the sender's connections to a
+// peer go to its I/O threads in turn, and each thread encrypts its own.
+TEST_CASE("a link's connections are dealt to the endpoint's I/O threads, which share its encryption") {
+  const CurveKeyPair rk = Keys(), sk = Keys();
+  WanOptions o;
+  o.job_id = "job";
+  o.allowlist = Allowlist::Of({rk.public_key, sk.public_key});
+  o.io_threads = 2;
+  o.keys = rk;
+  // ZeroMQ starts and names a context's I/O threads asynchronously: wait
+  // (bounded) until this many of them run in the process.
+  auto io_threads_when = [](size_t n) {
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    auto threads = IoThreadCpuNs();
+    while (threads.size() < n && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(5ms);
+      threads = IoThreadCpuNs();
+    }
+    return threads;
+  };
+  auto receiver = WanEndpoint::Bind("127.0.0.1:0", o);
+  REQUIRE(receiver.ok());
+  const auto before = io_threads_when(2);  // the receiver's
+  REQUIRE(before.size() == 2);
+  o.keys = sk;
+  o.connections_per_peer = 2;
+  auto sender = WanEndpoint::Bind("127.0.0.1:0", o);
+  REQUIRE(sender.ok());
+  std::set<std::string> mine;
+  for (const auto& [tid, ns] : io_threads_when(4))
+    if (!before.count(tid)) mine.insert(tid);
+  REQUIRE(mine.size() == 2);
+  const std::vector<PeerSpec> peers = {{(*receiver)->endpoint(), rk.public_key}, {(*sender)->endpoint(), sk.public_key}};
+  auto rl = (*receiver)->Join({"job", 1, 1, 0, peers});
+  auto sl = (*sender)->Join({"job", 1, 1, 1, peers});
+  REQUIRE(rl.ok());
+  REQUIRE(sl.ok());
+  const auto deadline = DeadlineAfter(60s);
+  const auto start = IoThreadCpuNs();
+  for (int i = 0; i < 16; ++i) {  // 16 MiB each: many 1 MiB chunks over both connections
+    REQUIRE((*sl)->SendOwned(0, 0, (*sl)->Buffer(size_t{16} << 20), deadline).ok());
+    auto got = (*rl)->Recv(1, 0, deadline);
+    REQUIRE(got.ok());
+    (*rl)->Recycle(std::move(*got));
+  }
+  REQUIRE((*sender)->Flush(deadline).ok());
+  const auto end = IoThreadCpuNs();
+  std::vector<double> used;
+  for (const auto& tid : mine) used.push_back(static_cast<double>(end.at(tid) - start.at(tid)));
+  CAPTURE(used[0], used[1]);
+  // Dealt in turn, each thread encrypts about half; picked by ZeroMQ's load
+  // balancing alone, one thread did 3x the other's work or all of it.
+  CHECK(std::min(used[0], used[1]) > 0.25 * (used[0] + used[1]));
 }
 
 TEST_CASE("recv from a silent peer fails by the deadline naming the peer") {

@@ -145,7 +145,8 @@ class WanEndpoint::Impl final : public GroupTransport {
   std::deque<std::shared_ptr<OutTransfer>> submitted_;              // new, for the I/O thread
   std::map<uint64_t, std::shared_ptr<OutTransfer>> unacked_;       // by transfer_id
 
-  zmq::context_t ctx_{2};
+  const int io_threads_;  // see WanOptions::io_threads
+  zmq::context_t ctx_;
   std::unique_ptr<ZapAuthenticator> zap_;
 
   struct PeerConn {
@@ -172,6 +173,7 @@ class WanEndpoint::Impl final : public GroupTransport {
   zmq::socket_t wake_rx_, wake_tx_;
   std::mutex wake_mu_;
   std::map<std::string, PeerConn> conns_;          // I/O thread only
+  uint64_t dealers_made_ = 0;                      // I/O thread only: the next dealer's ZeroMQ I/O thread
   std::deque<std::shared_ptr<OutTransfer>> active_;  // I/O thread only: still has chunks to send
   double tokens_ = 0;
   SteadyTime last_refill_{};

@@ -49,6 +49,11 @@ struct WanOptions {
   bool admit_group_peers = false;
   bool encryption = true;             // off only by this explicit flag
   int connections_per_peer = 0;       // 0 = from the measured bandwidth-delay product (default 4)
+  // ZeroMQ I/O threads: each runs CURVE (encrypt, decrypt) for the connections
+  // it owns, and the connections to peers are dealt to them in turn, so one
+  // link's encryption uses several cores. 0 = the machine's hardware threads,
+  // at least 2 and at most 4; at most 64.
+  int io_threads = 0;
   size_t chunk_bytes = size_t{1} << 20;
   size_t max_inflight_bytes = size_t{64} << 20;
   size_t max_message_bytes = size_t{4} << 30;  // larger announced transfers are rejected
