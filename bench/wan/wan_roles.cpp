@@ -19,7 +19,6 @@ Result<WanOptions> Options(const RoleOptions& o, const std::string& self, const 
   w.job_id = "bench";
   w.encryption = o.encryption;
   w.connections_per_peer = o.streams;
-  if (o.chunk_bytes > 0) w.chunk_bytes = o.chunk_bytes;
   w.max_inflight_bytes = size_t{512} << 20;
   w.max_message_bytes = size_t{8} << 30;
   w.timeouts.link_io = std::chrono::seconds(30);

@@ -13,7 +13,6 @@ struct RoleOptions {
   std::string to;           // sender: tcp://IP:PORT (receiver or a relay in front of it)
   size_t bytes = 0;
   int streams = 4;
-  size_t chunk_bytes = 0;  // 0 = WanOptions' default
   bool encryption = true;
   // Sender: a FIFO to read one byte from between the warm-up and the timed
   // transfer, written once the receiver has printed "ready" (its CPU clock

@@ -303,7 +303,6 @@ int main(int argc, char** argv) {
   app.add_option("--to", ro.to, "internal: sender target tcp://IP:PORT");
   app.add_option("--bytes", ro.bytes, "internal: message size");
   app.add_option("--streams", ro.streams, "internal: connections per peer");
-  app.add_option("--chunk-bytes", ro.chunk_bytes, "internal: chunk size (0 = the transport's default)");
   app.add_flag("--no-encryption", no_encryption, "internal: CURVE off");
   app.add_option("--go", ro.go, "internal: FIFO the sender waits on before its timed transfer");
   int only = -1;

@@ -154,18 +154,18 @@ Result<std::vector<T>> ParseList(const std::string& text, const char* what) {
 // and decode-accumulate of every region, next to the floor measured now on
 // messages of the transport's chunk size. Returns the worst CURVE ratio, or -1
 // when a round failed.
-double CpuPerByte(int m, const std::vector<double>& sizes_mb, const sp::CompressionOptions& codec, int reps) {
+double CpuPerByte(int m, const std::vector<double>& sizes_mb, const sp::CompressionOptions& codec,
+                  const sp::Compressor& compressor, int reps) {
   const size_t chunk = wt::WanOptions{}.chunk_bytes;
   std::printf("\nCPU per GB of payload: direct loopback links (no linkem, unpaced), whole process (%d regions)\n", m);
   std::printf("floor = crypto_box_easy_afternm + open (CURVE only) + one memcpy per side, per payload byte, measured now\n");
   std::printf("%8s %6s %12s %10s %8s %9s %10s %8s %8s\n", "model_MB", "curve", "payload_MB", "round_s", "cpu_s",
               "cpu_s/GB", "floor_s/GB", "x_floor", "faults");
+  const size_t max_floats = static_cast<size_t>(*std::max_element(sizes_mb.begin(), sizes_mb.end()) * 1e6 / 4);
   double worst = 0;
   for (bool encryption : {true, false}) {
     const double floor = bench::FloorCpuSecondsPerGb(encryption, chunk);
-    auto compressor = sp::Compressor::Create(codec);
-    const size_t max_floats = static_cast<size_t>(*std::max_element(sizes_mb.begin(), sizes_mb.end()) * 1e6 / 4);
-    auto cluster = StartCluster(m, 0, 0, (*compressor)->EncodedBytes(max_floats) / m + (size_t{1} << 20), encryption);
+    auto cluster = StartCluster(m, 0, 0, compressor.EncodedBytes(max_floats) / m + (size_t{1} << 20), encryption);
     if (!cluster.ok()) {
       std::fprintf(stderr, "cluster: %s\n", cluster.status().ToString().c_str());
       return -1;
@@ -238,7 +238,7 @@ int main(int argc, char** argv) {
   }
   const int m = regions;
   if (cpu_only) {
-    const double worst_cpu = CpuPerByte(m, *cpu_sizes, copt, reps);
+    const double worst_cpu = CpuPerByte(m, *cpu_sizes, copt, **compressor, reps);
     std::printf("worst CURVE cpu/floor %.2f (target <= 1.50)\n", worst_cpu);
     return worst_cpu < 0 ? 1 : 0;
   }
@@ -294,7 +294,7 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("worst ratio %.2f (target <= 1.20)%s\n", worst, failures ? ", some rows FAILED" : "");
-  const double worst_cpu = CpuPerByte(m, *cpu_sizes, copt, reps);
+  const double worst_cpu = CpuPerByte(m, *cpu_sizes, copt, **compressor, reps);
   std::printf("worst CURVE cpu/floor %.2f (target <= 1.50)\n", worst_cpu);
   return failures == 0 && worst_cpu >= 0 ? 0 : 1;
 }
