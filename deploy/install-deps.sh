@@ -15,6 +15,7 @@ PACKAGES=(
   libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libopenblas-dev libsqlite3-dev libzstd-dev libxxhash-dev
   iproute2 iperf3 prometheus gnuplot-nox stress-ng
+  slurmctld slurmd slurm-client munge  # a real single-host Slurm cluster in the slurm launcher's tests
   python3-dev pybind11-dev python3-torch python3-numpy python3-pytest
   clang-14 libclang-rt-14-dev  # libFuzzer (fuzz/run.sh, run by .ci/run)
 )

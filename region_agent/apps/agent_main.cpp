@@ -57,6 +57,17 @@ int main(int argc, char** argv) {
                  "USER[:GROUP] every worker runs as (names or numbers; the agent must start as root): the job's "
                  "program then cannot read the agent's key or work root");
   app.add_option("--bin-dir", bin_dir, "where longhaul-worker and longhaul-linkem are (default: next to this binary)");
+  std::string launcher = "local";
+  app.add_option("--launcher", launcher,
+                 "how workers start: local (forked by this agent) or slurm (one srun step per launch, one task per "
+                 "worker; srun, squeue and scancel on PATH)")
+      ->default_val("local");
+  app.add_option("--slurm-nodes", o.launcher.slurm.nodes, "slurm: srun --nodes")->default_val(1);
+  app.add_option("--slurm-ntasks-per-node", o.launcher.slurm.ntasks_per_node,
+                 "slurm: srun --ntasks-per-node (0 = Slurm's choice)");
+  app.add_option("--slurm-partition", o.launcher.slurm.partition, "slurm: srun --partition (default: the cluster's)");
+  app.add_option("--slurm-account", o.launcher.slurm.account, "slurm: srun --account");
+  app.add_option("--slurm-time", o.launcher.slurm.time_limit, "slurm: srun --time (default: the partition's limit)");
   int heartbeat_ms = 0, collective_s = 0, start_s = 0, round_s = 0;
   app.add_option("--heartbeat-interval-ms", heartbeat_ms, "heartbeat interval until the orchestrator sets one");
   app.add_option("--collective-timeout-s", collective_s,
@@ -71,6 +82,12 @@ int main(int argc, char** argv) {
   o.key_file = key;
   o.orchestrator_public_key = pub;
   o.bin_dir = bin_dir;
+  auto kind = longhaul::region_agent::ParseLauncherKind(launcher);
+  if (!kind.ok()) {
+    std::cerr << "longhaul-agent: --launcher: " << kind.status().message() << "\n";
+    return 2;
+  }
+  o.launcher.kind = *kind;
   if (!run_as.empty()) {
     auto who = longhaul::region_agent::ParseRunAs(run_as);
     if (!who.ok()) {

@@ -45,6 +45,7 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   }
   agent->worker_binary_ = bin_dir / "longhaul-worker";
   agent->linkem_binary_ = bin_dir / "longhaul-linkem";
+  agent->task_binary_ = bin_dir / "longhaul-task";
   // The build puts the Python package (longhaul.torch) in <build>/python, next
   // to <build>/bin; command workers find it through PYTHONPATH.
   if (std::error_code ec; std::filesystem::is_directory(bin_dir / ".." / "python" / "longhaul", ec)) {
@@ -52,6 +53,9 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   }
   if (::access(agent->worker_binary_.c_str(), X_OK) != 0) {
     return NotFound("worker binary " + agent->worker_binary_.string() + " is missing or not executable");
+  }
+  if (o.launcher.kind == LauncherKind::kSlurm && ::access(agent->task_binary_.c_str(), X_OK) != 0) {
+    return NotFound("--launcher slurm needs " + agent->task_binary_.string() + ", which is missing");
   }
   if (o.wan_rate_mbit > 0 && ::access(agent->linkem_binary_.c_str(), X_OK) != 0) {
     return NotFound("--wan-rate-mbit needs " + agent->linkem_binary_.string() + ", which is missing");
@@ -256,6 +260,8 @@ void Agent::OnAssignment(const v1::JobAssignment& a) {
   JobLaunchOptions launch;
   launch.worker_binary = worker_binary_;
   launch.linkem_binary = linkem_binary_;
+  launch.task_binary = task_binary_;
+  launch.launcher = options_.launcher;
   launch.job_dir = options_.work_dir / a.job_id();
   launch.launch_root = options_.work_dir / ".launches" / a.job_id();
   launch.agent_endpoint = worker_endpoint_;

@@ -41,6 +41,7 @@ Status AgentOptions::Validate() const {
     std::error_code ec;
     if (!std::filesystem::is_directory(d, ec)) return InvalidArgument("--allow-working-dir " + d.string() + ": not a folder");
   }
+  if (Status s = launcher.Validate(); !s.ok()) return s.WithContext("--launcher " + std::string(LauncherKindName(launcher.kind)));
   return timeouts.Validate();
 }
 

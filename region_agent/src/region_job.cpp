@@ -52,8 +52,9 @@ Result<std::unique_ptr<RegionJob>> RegionJob::Launch(const worker::JobConfig& co
 }
 
 RegionJob::~RegionJob() {
-  for (auto& w : workers_) w.Stop(std::chrono::milliseconds(500));
+  for (auto& w : workers_) w.child.Stop(std::chrono::milliseconds(500));
   for (auto& l : linkems_) l.Stop(std::chrono::milliseconds(500));
+  launcher_.reset();  // what the scheduler still runs for the launch is cancelled
   cgroup_.reset();  // kills what is left in it, removes it
 }
 
@@ -169,17 +170,20 @@ Status RegionJob::SpawnWorkers() {
   tokens_.clear();
   for (int rank = 0; rank < n; ++rank) tokens_.push_back(RandomToken());
   LONGHAUL_ASSIGN_OR_RETURN(int master_port, FreePort(options_.data_host));
-  for (int rank = 0; rank < n; ++rank) {
-    auto child = ChildProcess::Spawn(WorkerSpawn(rank, store, master_port));
-    if (!child.ok()) return child.status().WithContext("starting worker " + std::to_string(rank));
-    workers_.push_back(std::move(*child));
-  }
+  LaunchRequest request;
+  request.workers = n;
+  request.name = "longhaul-" + options_.region + "-" + config_.job_id + "-" + launch_dir_.filename().string();
+  request.spawn = [&](int rank) { return WorkerSpawn(rank, store, master_port); };
+  request.task_binary = options_.task_binary;
+  request.log_dir = options_.job_dir;
+  launcher_ = MakeWorkerLauncher(options_.launcher);
+  LONGHAUL_ASSIGN_OR_RETURN(workers_, launcher_->Start(request));
   return Status::Ok();
 }
 
 int RegionJob::workers_running() {
   int n = 0;
-  for (auto& w : workers_) n += w.Poll() ? 0 : 1;
+  for (auto& w : workers_) n += w.child.Poll() ? 0 : (w.rank >= 0 ? 1 : workers());
   return n;
 }
 
@@ -191,9 +195,11 @@ RegionJob::Failure RegionJob::MissingHellos() const {
     missing += (missing.empty() ? "" : ", ") + std::to_string(i);
     if (first < 0) first = static_cast<int>(i);
   }
-  return {"job " + config_.job_id + ": worker(s) " + missing + " did not report ready within " +
-              std::to_string(options_.start_timeout.count() / 1000) + " s (never connected to the agent)",
-          first >= 0 ? WorkerOutput(first) : ""};
+  std::string what = "job " + config_.job_id + ": worker(s) " + missing + " did not report ready within " +
+                     std::to_string(options_.start_timeout.count() / 1000) + " s (never connected to the agent)";
+  // A scheduler that never started them says why ("slurm job 12 PENDING (Resources)").
+  if (const std::string state = launcher_ ? launcher_->SchedulerState() : ""; !state.empty()) what += "; " + state;
+  return {what, first >= 0 ? WorkerOutput(first) : ""};
 }
 
 bool RegionJob::Authenticates(const v1::WorkerHello& hello) const {
@@ -270,12 +276,10 @@ Result<v1::PeerEndpoint> RegionJob::MakeReady() {
 
 std::optional<RegionJob::Failure> RegionJob::CheckProcesses() {
   if (phase_ == Phase::kStopping) return std::nullopt;
-  for (size_t i = 0; i < workers_.size(); ++i) {
-    if (!workers_[i].Poll()) continue;
-    if (last_round_committed_ && workers_[i].exited_cleanly()) continue;  // done with the job
-    return Failure{"job " + config_.job_id + " worker " + std::to_string(i) + " (pid " +
-                       std::to_string(workers_[i].pid()) + ") " + workers_[i].DescribeExit(),
-                   WorkerOutput(static_cast<int>(i))};
+  for (auto& w : workers_) {
+    if (!w.child.Poll()) continue;
+    if (last_round_committed_ && w.child.exited_cleanly()) continue;  // done with the job
+    return ProcessFailure(w);
   }
   for (size_t i = 0; i < linkems_.size(); ++i) {
     if (linkems_[i].Poll()) {
@@ -285,6 +289,26 @@ std::optional<RegionJob::Failure> RegionJob::CheckProcesses() {
     }
   }
   return std::nullopt;
+}
+
+RegionJob::Failure RegionJob::ProcessFailure(const LaunchedProcess& process) const {
+  Failure f{"job " + config_.job_id + " " + process.name + " " + process.child.DescribeExit(), ""};
+  if (process.rank >= 0) {
+    f.output = WorkerOutput(process.rank);
+    return f;
+  }
+  // srun of every worker: Slurm's reason is srun's last error ("Unable to
+  // allocate resources: ...", "task 1: Killed"), its state is squeue's.
+  const std::string srun = ChildProcess::LogTail(options_.job_dir / "srun.log");
+  const auto error = srun.rfind("srun: error: ");
+  if (error != std::string::npos) f.what += "; " + srun.substr(error + 6, srun.find('\n', error) - error - 6);
+  if (const std::string state = launcher_->SchedulerState(); !state.empty()) f.what += "; " + state;
+  if (!srun.empty()) f.output = "srun:\n" + srun;
+  for (int rank = 0; rank < workers(); ++rank) {
+    const std::string out = WorkerOutput(rank);
+    if (!out.empty()) f.output += (f.output.empty() ? "" : "\n") + out;
+  }
+  return f;
 }
 
 std::string RegionJob::WorkerOutput(int rank) const {
@@ -310,29 +334,32 @@ void RegionJob::Terminate(Duration kill_grace) {
   terminated_ = true;
   stop_deadline_ = DeadlineAfter(kill_grace);
   // Workers blocked in a collective cannot act on a STOP message; SIGTERM ends them.
-  for (auto& w : workers_) w.Signal(SIGTERM);
+  for (auto& w : workers_) w.child.Signal(SIGTERM);
   for (auto& l : linkems_) l.Signal(SIGTERM);
 }
 
 bool RegionJob::FinishStop() {
   if (!terminated_) {
     bool workers_gone = true;
-    for (auto& w : workers_) workers_gone = w.Poll() && workers_gone;
+    for (auto& w : workers_) workers_gone = w.child.Poll() && workers_gone;
     if (!workers_gone && std::chrono::steady_clock::now() <= terminate_deadline_) return false;
     Terminate(kill_grace_);  // the workers ended on their own (or their grace ran out)
   }
   const bool late = std::chrono::steady_clock::now() > stop_deadline_;
   bool all_gone = true;
-  for (auto* group : {&workers_, &linkems_}) {
-    for (auto& p : *group) {
-      if (p.Poll()) continue;
-      if (late) {
-        p.Stop(std::chrono::milliseconds(200));
-      } else {
-        all_gone = false;
-      }
+  const auto reap = [&](ChildProcess& p) {
+    if (p.Poll()) return;
+    if (late) {
+      p.Stop(std::chrono::milliseconds(200));
+    } else {
+      all_gone = false;
     }
-  }
+  };
+  for (auto& w : workers_) reap(w.child);
+  for (auto& l : linkems_) reap(l);
+  // srun is gone: what Slurm may still run for the launch (srun killed before
+  // its tasks ended) is cancelled.
+  if (all_gone && launcher_) launcher_->Cancel();
   // What the workers started dies with the job.
   // What left its process group is still in the launch's cgroup: ended too,
   // over as many ticks as it takes (bounded: then it is left to the destructor).
@@ -345,7 +372,7 @@ bool RegionJob::FinishStop() {
 void RegionJob::BeginRound(const v1::RoundCommand& start) {
   current_ = start;
   reports_.clear();
-  owes_report_since_.resize(workers_.size());
+  owes_report_since_.resize(static_cast<size_t>(workers()));
   for (auto& since : owes_report_since_) {
     if (!since) since = std::chrono::steady_clock::now();
   }
@@ -375,7 +402,7 @@ std::optional<v1::RoundReport> RegionJob::OnWorkerReport(int rank, const v1::Rou
   if (rank >= 0 && static_cast<size_t>(rank) < owes_report_since_.size()) owes_report_since_[rank].reset();
   if (!current_ || report.round() != current_->round() || report.epoch() != current_->epoch()) return std::nullopt;
   reports_[rank] = report;
-  if (reports_.size() < workers_.size()) return std::nullopt;
+  if (reports_.size() < static_cast<size_t>(workers())) return std::nullopt;
   std::vector<v1::RoundReport> ordered;
   for (auto& [r, rep] : reports_) ordered.push_back(rep);
   auto region_report = AggregateRegionReport(options_.region, ordered);

@@ -9,7 +9,7 @@ namespace {
 constexpr const char* kAgent = "LONGHAUL_AGENT_ENDPOINT";
 constexpr const char* kAssignment = "LONGHAUL_ASSIGNMENT";
 constexpr const char* kRegion = "LONGHAUL_REGION";
-constexpr const char* kRank = "LONGHAUL_RANK";
+constexpr const char* kRank = kRankVariable;
 constexpr const char* kStoreDir = "LONGHAUL_STORE_DIR";
 constexpr const char* kWanHost = "LONGHAUL_WAN_HOST";
 constexpr const char* kInsecure = "LONGHAUL_INSECURE";
@@ -17,7 +17,7 @@ constexpr const char* kKeyFile = "LONGHAUL_KEY_FILE";
 constexpr const char* kCollectiveMs = "LONGHAUL_COLLECTIVE_TIMEOUT_MS";
 constexpr const char* kLinkIoMs = "LONGHAUL_LINK_IO_TIMEOUT_MS";
 constexpr const char* kValidationBatches = "LONGHAUL_VALIDATION_BATCHES";
-constexpr const char* kWorkerToken = "LONGHAUL_WORKER_TOKEN";
+constexpr const char* kWorkerToken = kWorkerTokenVariable;
 constexpr const char* kComputeThrottle = "LONGHAUL_COMPUTE_THROTTLE_PERCENT";
 
 Result<std::string> Required(const char* name) {

@@ -73,6 +73,7 @@ class Agent {
   std::string worker_endpoint_;
   std::filesystem::path worker_binary_;
   std::filesystem::path linkem_binary_;
+  std::filesystem::path task_binary_;
   std::filesystem::path python_path_;     // <build>/python when present (command workers' PYTHONPATH)
   HealthBoard health_;
   std::unique_ptr<OrchestratorSession> session_;

@@ -12,6 +12,7 @@
 #include "longhaul/region_agent/command_policy.h"
 #include "longhaul/region_agent/launch_cgroup.h"
 #include "longhaul/region_agent/run_as.h"
+#include "longhaul/region_agent/worker_launcher.h"
 
 namespace longhaul::region_agent {
 
@@ -55,6 +56,8 @@ struct AgentOptions {
   // Per launch (all workers of one job in this region): set = a cgroup per
   // launch with these limits, which also ends every process the job started.
   CgroupLimits worker_limits;
+  // How workers start: forked here (local), or as one srun step per launch (slurm).
+  LauncherOptions launcher;
 
   // Names the first bad field and its value.
   Status Validate() const;

@@ -16,6 +16,7 @@
 #include "longhaul/region_agent/child_process.h"
 #include "longhaul/region_agent/launch_cgroup.h"
 #include "longhaul/region_agent/run_as.h"
+#include "longhaul/region_agent/worker_launcher.h"
 #include "longhaul/worker/job_config.h"
 #include "longhaul/v1/control.pb.h"
 
@@ -24,6 +25,8 @@ namespace longhaul::region_agent {
 struct JobLaunchOptions {
   std::filesystem::path worker_binary;
   std::filesystem::path linkem_binary;
+  std::filesystem::path task_binary;    // longhaul-task (slurm launches)
+  LauncherOptions launcher;             // local processes, or one srun step
   std::filesystem::path job_dir;        // work_dir/<job_id>; created; the workers' (their cwd, logs, rendezvous)
   std::filesystem::path launch_root;    // the agent's own folder for this job's launches (assignment, keys)
   std::string agent_endpoint;           // tcp://127.0.0.1:port of the agent's worker socket
@@ -61,7 +64,7 @@ class RegionJob {
   const worker::JobConfig& config() const { return config_; }
   const v1::JobAssignment& assignment() const { return assignment_; }
   Phase phase() const { return phase_; }
-  int workers() const { return static_cast<int>(workers_.size()); }
+  int workers() const { return static_cast<int>(config_.workers); }
   int workers_running();
   bool launch_expired() const { return phase_ == Phase::kLaunching && std::chrono::steady_clock::now() > start_deadline_; }
   // Why a job failed in this region, and the failed worker's last output kept
@@ -125,6 +128,8 @@ class RegionJob {
   RegionJob() = default;
   Status SpawnWorkers();
   SpawnOptions WorkerSpawn(int rank, const std::filesystem::path& store, int master_port) const;
+  // What was started for the workers ended (not while stopping): the failure.
+  Failure ProcessFailure(const LaunchedProcess& process) const;
   Result<std::string> StartLinkem(const std::string& worker_endpoint);
 
   worker::JobConfig config_;
@@ -138,7 +143,8 @@ class RegionJob {
   Deadline terminate_deadline_{};  // kLetFinish: SIGTERM after this
   Duration kill_grace_{};
   bool terminated_ = false;         // SIGTERM sent
-  std::vector<ChildProcess> workers_;
+  std::unique_ptr<WorkerLauncher> launcher_;
+  std::vector<LaunchedProcess> workers_;     // one per worker (local), or the srun of all (slurm)
   std::vector<ChildProcess> linkems_;
   std::vector<std::string> routing_ids_;     // "" until the worker's hello
   std::vector<std::string> tokens_;          // per rank, new for every launch

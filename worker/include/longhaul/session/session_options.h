@@ -32,6 +32,11 @@
 
 namespace longhaul::session {
 
+// The two variables that differ between the workers of one launch (others
+// that launch workers per task, like longhaul-task under srun, set them).
+inline constexpr const char* kRankVariable = "LONGHAUL_RANK";
+inline constexpr const char* kWorkerTokenVariable = "LONGHAUL_WORKER_TOKEN";
+
 struct SessionOptions {
   std::string agent_endpoint;
   std::filesystem::path assignment_file;

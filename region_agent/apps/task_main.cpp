@@ -1,0 +1,36 @@
+// longhaul-task: how the agent's slurm launcher starts each worker. srun runs
+// `longhaul-task -- PROGRAM ARGS...` as every task of the launch's step; this
+// sets the worker's rank, torchrun's variables and its own hello token from the
+// task's Slurm variables (SlurmTaskEnvironment), drops the other ranks'
+// tokens, and executes the worker in its place.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "longhaul/region_agent/worker_launcher.h"
+
+int main(int argc, char** argv) {
+  if (argc < 3 || std::strcmp(argv[1], "--") != 0) {
+    std::fprintf(stderr, "usage: longhaul-task -- PROGRAM [ARGS...] (run by srun for a longhaul agent)\n");
+    return 2;
+  }
+  auto env = longhaul::region_agent::SlurmTaskEnvironment([](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  });
+  if (!env.ok()) {
+    std::fprintf(stderr, "longhaul-task: %s\n", env.status().message().c_str());
+    return 2;
+  }
+  for (const auto& [name, value] : *env) ::setenv(name.c_str(), value.c_str(), 1);
+  ::unsetenv(longhaul::region_agent::kWorkerTokensVariable);
+  ::execvp(argv[2], argv + 2);
+  std::fprintf(stderr, "longhaul-task: cannot execute %s: %s\n", argv[2], std::strerror(errno));
+  return 127;
+}

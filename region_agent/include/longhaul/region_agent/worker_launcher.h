@@ -1,0 +1,107 @@
+// WorkerLauncher: how a region's workers are started, watched and ended.
+//
+// `local` forks each worker on the agent's machine (one ChildProcess per
+// rank). `slurm` hands the whole launch to the cluster's scheduler: one srun
+// with one task per worker, shaped by --nodes / --ntasks-per-node (for now one
+// node, the agent's own: --nodelist; workers do not yet reach their agent and
+// rendezvous across nodes), each task
+// started through longhaul-task, which turns Slurm's task numbers into the
+// worker's rank, torchrun's variables and its own hello token. The agent
+// watches srun (it exits when the step ends: a task that fails ends the step,
+// --kill-on-bad-exit), ends it with SIGTERM (srun passes it to every task) and
+// scancel, and asks squeue for Slurm's own words (state and reason) when a
+// launch fails or never starts.
+//
+// Either way the agent sees a list of LaunchedProcess: one per worker
+// (local), or the one srun that carries them all (slurm); RegionJob handles a
+// failure of any of them the same way (the region fails the round, the
+// orchestrator assigns the job again, a new launch rejoins).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "longhaul/common/status.h"
+#include "longhaul/region_agent/child_process.h"
+
+namespace longhaul::region_agent {
+
+enum class LauncherKind { kLocal, kSlurm };
+
+// One row per kind: its name on the command line and in messages.
+struct LauncherKindInfo {
+  LauncherKind kind;
+  std::string_view name;
+};
+inline constexpr LauncherKindInfo kLauncherKinds[] = {
+    {LauncherKind::kLocal, "local"},
+    {LauncherKind::kSlurm, "slurm"},
+};
+std::string_view LauncherKindName(LauncherKind kind);
+// "slurm" -> kSlurm; anything else is an error listing the names.
+Result<LauncherKind> ParseLauncherKind(std::string_view name);
+
+// How the agent asks Slurm for a launch's resources (srun's own options).
+struct SlurmOptions {
+  int nodes = 1;                // --nodes (1 until workers rendezvous over the network)
+  int ntasks_per_node = 0;      // --ntasks-per-node; 0 = Slurm spreads the tasks
+  std::string partition;        // --partition; empty = the cluster's default
+  std::string account;          // --account; empty = none
+  std::string time_limit;       // --time (Slurm's syntax, "30", "2:00:00"); empty = the partition's
+  // Names the first bad field.
+  Status Validate() const;
+};
+
+struct LauncherOptions {
+  LauncherKind kind = LauncherKind::kLocal;
+  SlurmOptions slurm;
+  Status Validate() const;
+};
+
+// A process the agent watches for a launch.
+struct LaunchedProcess {
+  ChildProcess child;
+  std::string name;  // "worker 1 (pid 42)" / "srun of workers 0-3 (pid 42, slurm job longhaul-eu-j1-launch-3)"
+  int rank = -1;     // the worker it runs; -1 when it carries every worker of the launch
+};
+
+struct LaunchRequest {
+  int workers = 0;
+  // Unique per launch (the Slurm job name; scancel and squeue find it by it).
+  std::string name;
+  // How the local launcher starts `rank` (program, environment, log file).
+  std::function<SpawnOptions(int rank)> spawn;
+  std::filesystem::path task_binary;  // longhaul-task (slurm)
+  std::filesystem::path log_dir;      // srun writes worker-<rank>.log here, and its own srun.log
+};
+
+class WorkerLauncher {
+ public:
+  virtual ~WorkerLauncher() = default;
+  virtual LauncherKind kind() const = 0;
+  // Starts every worker of the launch.
+  virtual Result<std::vector<LaunchedProcess>> Start(const LaunchRequest& request) = 0;
+  // The scheduler's view of the launch, for a failure message
+  // ("slurm job 12 PENDING (Resources)"); empty where there is none.
+  virtual std::string SchedulerState() = 0;
+  // Ends whatever the scheduler still runs for the launch (bounded, idempotent).
+  virtual void Cancel() = 0;
+};
+
+std::unique_ptr<WorkerLauncher> MakeWorkerLauncher(const LauncherOptions& options);
+
+// What longhaul-task sets before it executes a worker under srun, from the
+// variables srun gave the task (SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID,
+// SLURM_STEP_TASKS_PER_NODE, SLURM_NTASKS) and LONGHAUL_WORKER_TOKENS (one
+// hello token per rank, comma-separated, set by the agent): LONGHAUL_RANK,
+// RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, WORLD_SIZE, LONGHAUL_WORKER_TOKEN.
+// `get` reads one variable (nullopt when unset). An error names the variable.
+Result<std::vector<std::pair<std::string, std::string>>> SlurmTaskEnvironment(
+    const std::function<std::optional<std::string>(const std::string&)>& get);
+inline constexpr const char* kWorkerTokensVariable = "LONGHAUL_WORKER_TOKENS";
+
+}  // namespace longhaul::region_agent

@@ -1,0 +1,27 @@
+// SlurmLauncher: a launch's workers as one srun step (worker_launcher.h).
+#pragma once
+
+#include <string>
+
+#include "longhaul/region_agent/worker_launcher.h"
+
+namespace longhaul::region_agent {
+
+class SlurmLauncher final : public WorkerLauncher {
+ public:
+  explicit SlurmLauncher(SlurmOptions options) : options_(std::move(options)) {}
+  ~SlurmLauncher() override { Cancel(); }
+  LauncherKind kind() const override { return LauncherKind::kSlurm; }
+  Result<std::vector<LaunchedProcess>> Start(const LaunchRequest& request) override;
+  std::string SchedulerState() override;
+  void Cancel() override;
+
+ private:
+  // srun's options for a launch (the program follows them).
+  std::vector<std::string> SrunArgs(const LaunchRequest& request) const;
+  SlurmOptions options_;
+  std::string job_name_;  // set once started: what squeue and scancel look for
+  bool cancelled_ = false;
+};
+
+}  // namespace longhaul::region_agent

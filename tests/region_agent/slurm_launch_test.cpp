@@ -1,0 +1,118 @@
+// longhaul-agent with --launcher slurm against a real single-host Slurm
+// cluster (munged, slurmctld and slurmd started here): a job's workers run as
+// one srun step and train through its rounds to the end; a step cancelled with
+// scancel fails the region with Slurm's words and a new assignment relaunches
+// it, which rejoins and trains; an allocation the cluster can never satisfy
+// fails the launch with Slurm's reason.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <string>
+
+#include "agent_rig.h"
+#include "support/slurm_cluster.h"
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
+
+using longhaul::testing::ChildrenNamed;
+using longhaul::testing::SlurmCluster;
+using longhaul::testing::TempDir;
+using namespace agent_rig;
+
+namespace {
+
+// Runs rounds [first, last] of a one-region job, each committed.
+void RunRounds(FakeOrchestrator& orch, const std::string& job, const v1::PeerEndpoint& endpoint, uint32_t first,
+               uint32_t last, uint64_t epoch) {
+  for (uint32_t round = first; round <= last; ++round) {
+    orch.Send("eu", Start(job, round, epoch, {endpoint}));
+    auto report = orch.WaitFor(Body(v1::ControlMessage::kRoundReport, "eu"), 60s);
+    REQUIRE(report);
+    INFO(report->msg.round_report().error().message());
+    REQUIRE(report->msg.round_report().ok());
+    CHECK(report->msg.round_report().round() == round);
+    orch.Send("eu", Verdict(job, round, epoch, true));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("region_agent: slurm launcher runs a region's workers as a Slurm step, relaunches a cancelled one, "
+          "reports Slurm's reason",
+          "[agent][slurm]") {
+  if (const std::string why = SlurmCluster::Unavailable(); !why.empty()) {
+    WARN("SKIPPED: " << why);
+    return;
+  }
+  const TempDir tmp("slurm");
+  const auto& dir = tmp.path();
+  auto cluster = SlurmCluster::Start(dir / "cluster", 4);
+  REQUIRE(cluster.ok());
+  FakeOrchestrator orch;
+  auto agent = StartAgent("eu", orch, 2, dir, {}, {"--launcher", "slurm", "--slurm-nodes", "1", "--slurm-ntasks-per-node", "2"});
+  REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion), 10s));
+
+  // A job runs through its rounds to the end on Slurm's workers.
+  orch.Send("eu", Wrap(TinyJob("j1", "eu", 0, 1, 2)));
+  auto ready = orch.WaitFor(Body(v1::ControlMessage::kJobReady), 60s);
+  REQUIRE(ready);
+  CHECK(ready->msg.job_ready().endpoint().shard_endpoints_size() == 2);
+  const std::string first_launch = "longhaul-eu-j1-launch-1";
+  CHECK((*cluster)->JobState(first_launch).find("RUNNING") != std::string::npos);
+  // The workers are the step's tasks (slurmstepd's children), not the agent's.
+  CHECK(ChildrenNamed(agent.pid(), "longhaul-worker").empty());
+  CHECK(ChildrenNamed(agent.pid(), "srun").size() == 1);
+  RunRounds(orch, "j1", ready->msg.job_ready().endpoint(), 1, 4, 1);
+  v1::ControlMessage done;
+  done.mutable_round_command()->set_job_id("j1");
+  done.mutable_round_command()->set_kind(v1::RoundCommand::STOP);
+  done.mutable_round_command()->set_job_completed(true);
+  orch.Send("eu", done);
+  REQUIRE(agent.WaitForLine("job j1: all processes stopped", 30s));
+  CHECK((*cluster)->JobState(first_launch).find("COMPLETED") != std::string::npos);
+
+  // A step cancelled through Slurm: the region fails with Slurm's words, and
+  // the job assigned again runs in a new step that rejoins the rounds.
+  orch.Send("eu", Wrap(TinyJob("j2", "eu", 0, 1, 2)));
+  ready = orch.WaitFor(Body(v1::ControlMessage::kJobReady), 60s);
+  REQUIRE(ready);
+  RunRounds(orch, "j2", ready->msg.job_ready().endpoint(), 1, 1, 1);
+  const std::string j2_launch = "longhaul-eu-j2-launch-2";
+  const std::string state = (*cluster)->JobState(j2_launch);
+  REQUIRE(state.find("RUNNING") != std::string::npos);
+  const std::string job_id = state.substr(0, state.find(' '));
+  std::string out;
+  REQUIRE((*cluster)->Run("scancel " + job_id + ".0", &out) == 0);
+  auto sick = orch.WaitFor([](const FakeOrchestrator::Incoming& in) {
+    return in.msg.has_heartbeat() && !in.msg.heartbeat().healthy();
+  }, 30s);
+  REQUIRE(sick);
+  const std::string detail = sick->msg.heartbeat().detail();
+  INFO(detail);
+  CHECK(detail.find("srun of workers 0-1") != std::string::npos);
+  CHECK(detail.find("slurm job " + job_id) != std::string::npos);
+  REQUIRE(agent.WaitForLine("job j2: all processes stopped", 30s));
+  orch.Send("eu", Wrap(TinyJob("j2", "eu", 0, 1, 2)));
+  ready = orch.WaitFor(Body(v1::ControlMessage::kJobReady), 60s);
+  REQUIRE(ready);
+  CHECK((*cluster)->JobState("longhaul-eu-j2-launch-3").find("RUNNING") != std::string::npos);
+  RunRounds(orch, "j2", ready->msg.job_ready().endpoint(), 1, 1, 2);
+  agent.Signal(SIGTERM);
+  CHECK(agent.Wait(15s) == 0);
+  // The agent cancelled its launch on the way out.
+  CHECK((*cluster)->JobState("longhaul-eu-j2-launch-3").find("RUNNING") == std::string::npos);
+
+  // An allocation the cluster can never give (a partition it does not have):
+  // the launch fails with Slurm's reason.
+  auto big = StartAgent("ap", orch, 2, dir, {}, {"--launcher", "slurm", "--slurm-partition", "gpu"});
+  REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion, "ap"), 10s));
+  orch.Send("ap", Wrap(TinyJob("j3", "ap", 0, 1, 2)));
+  auto rejected = orch.WaitFor(Body(v1::ControlMessage::kJobRejected, "ap"), 30s);
+  REQUIRE(rejected);
+  const std::string why = rejected->msg.job_rejected().error().message();
+  INFO(why);
+  CHECK(why.find("Invalid partition name specified") != std::string::npos);
+  big.Signal(SIGTERM);
+  CHECK(big.Wait(15s) == 0);
+}
