@@ -91,6 +91,9 @@ int main(int argc, char** argv) {
   demo->add_option("--examples-dir", demo_options.examples_dir, "where the examples are (default: the source tree's)");
   bool no_wan = false;
   demo->add_flag("--no-wan-emulation", no_wan, "plain loopback instead of longhaul-linkem WAN links");
+  demo->add_flag("--netns", demo_options.netns,
+                 "each region on a host of its own: a network namespace with its own address, its link's rate "
+                 "shaped by tc tbf, its delay by longhaul-linkem (root)");
   UpOptions up_options;
   auto* up = app.add_subcommand("up", "start a local cluster in the background and print its environment "
                                       "(eval \"$(longhaul up)\"; then submit, status, jobs need no flags)");

@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   app.add_option("--metrics", o.metrics_bind, "HOST:PORT of /metrics (port 0 = any)")->default_val("127.0.0.1:0");
   app.add_option("--web-config-file", o.metrics_web_config,
                  "Prometheus web.yml for /metrics: TLS and basic auth; default plain HTTP (docs/monitoring.md)");
-  app.add_option("--wan-rate-mbit", o.wan_rate_mbit, "emulate this region's WAN link: rate (0 = no emulation)");
+  app.add_option("--wan-rate-mbit", o.wan_rate_mbit, "emulate this region's WAN link: rate (0 = unlimited; a link emulator runs when rate, delay or jitter is set)");
   app.add_option("--wan-delay-ms", o.wan_delay_ms, "emulated one-way delay");
   app.add_option("--wan-jitter-ms", o.wan_jitter_ms, "emulated delay jitter");
   app.add_option("--validation-batches", o.validation_batches, "held-out batches per round for val_loss")

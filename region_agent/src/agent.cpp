@@ -57,8 +57,9 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   if (o.launcher.kind == LauncherKind::kSlurm && ::access(agent->task_binary_.c_str(), X_OK) != 0) {
     return NotFound("--launcher slurm needs " + agent->task_binary_.string() + ", which is missing");
   }
-  if (o.wan_rate_mbit > 0 && ::access(agent->linkem_binary_.c_str(), X_OK) != 0) {
-    return NotFound("--wan-rate-mbit needs " + agent->linkem_binary_.string() + ", which is missing");
+  if (EmulatesWan(o.wan_rate_mbit, o.wan_delay_ms, o.wan_jitter_ms) && ::access(agent->linkem_binary_.c_str(), X_OK) != 0) {
+    return NotFound("--wan-rate-mbit/--wan-delay-ms/--wan-jitter-ms need " + agent->linkem_binary_.string() +
+                    ", which is missing");
   }
   std::error_code ec;
   std::filesystem::create_directories(o.work_dir, ec);

@@ -261,7 +261,7 @@ Result<v1::PeerEndpoint> RegionJob::MakeReady() {
   ep.set_region(options_.region);
   ep.set_public_key(wan_public_key_);
   for (const auto& wan : wan_endpoints_) {
-    if (options_.wan_rate_mbit > 0) {
+    if (EmulatesWan(options_.wan_rate_mbit, options_.wan_delay_ms, options_.wan_jitter_ms)) {
       auto via = StartLinkem(wan);
       if (!via.ok()) return via.status();
       ep.add_shard_endpoints(*via);

@@ -2,6 +2,8 @@
 // longhaul-agent daemons and their longhaul-worker processes on loopback.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include "real_cluster.h"
 
 using namespace longhaul;
@@ -95,4 +97,34 @@ TEST_CASE("e2e: longhaul demo runs both policies, prints the table and leaves no
   CHECK_THAT(out, Catch::Contains("DiLoCo H=5 int8") && Catch::Contains("fully synchronous (fp32)") &&
                       Catch::Contains("succeeded") && Catch::Contains("fewer WAN bytes"));
   CHECK(demo_dirs() <= before);
+}
+
+TEST_CASE("e2e: longhaul demo --netns runs each region on a host of its own and removes the namespaces", "[e2e]") {
+  if (::geteuid() != 0) {
+    WARN("SKIPPED: network namespaces need root");
+    return;
+  }
+  auto ours = [] {  // this run's namespaces are named longhaul-<pid % 100000>-<i>
+    std::string list;
+    RunCommand("ip netns list", &list);
+    int n = 0;
+    for (size_t at = list.find("longhaul-"); at != std::string::npos; at = list.find("longhaul-", at + 1)) ++n;
+    return n;
+  };
+  const int before = ours();
+  std::string out;
+  const int code = RunCommand(kBin + "/longhaul demo --netns --no-sync-baseline --rounds 3 --inner-steps 5", &out);
+  INFO(out);
+  CHECK(code == 0);
+  // Every region in a namespace with an address of its own; the orchestrator
+  // on the bridge. Inside a namespace 127.0.0.1 is that namespace's alone, so
+  // the job's rounds commit only if every endpoint a region advertises is
+  // reachable from the others' hosts.
+  CHECK_THAT(out, Catch::Contains("orchestrator on the bridge 10.231.") && Catch::Contains("agent eu-west in longhaul-") &&
+                      Catch::Contains("agent us-east in longhaul-") && Catch::Contains("(tbf)") &&
+                      Catch::Contains("all 3 rounds committed") && Catch::Contains("succeeded"));
+  CHECK(ours() == before);
+  std::string links;
+  RunCommand("ip -o link show type bridge", &links);
+  CHECK(links.find("lhbr") == std::string::npos);
 }

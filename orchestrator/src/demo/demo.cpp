@@ -93,6 +93,7 @@ class Demo {
     co.workers_per_region = o_.workers_per_region;
     co.bin_dir = o_.bin_dir;
     co.wan_emulation = o_.wan_emulation;
+    co.netns = o_.netns;
     co.keep_work_dir = o_.keep_work_dir;
     co.work_dir_prefix = "/tmp/longhaul-demo-";
     co.interrupted = &g_interrupted;

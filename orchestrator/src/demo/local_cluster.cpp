@@ -9,6 +9,7 @@
 
 #include "child_processes.h"
 #include "process_manifest.h"
+#include "region_netns.h"
 #include "longhaul/orchestrator/control_client.h"
 #include "longhaul/orchestrator/endpoint_file.h"
 #include "longhaul/orchestrator/state_store.h"
@@ -57,6 +58,7 @@ std::string Num(double v) {
 
 struct LocalCluster::Impl {
   LocalClusterOptions options;
+  std::unique_ptr<RegionNetworks> networks;  // --netns: outlives the processes in it
   ChildProcesses children;
   std::unique_ptr<ControlClient> client;
 };
@@ -75,6 +77,9 @@ LocalCluster::~LocalCluster() {
 
 Result<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOptions& options) {
   if (options.regions.empty()) return InvalidArgument("a local cluster needs at least one region");
+  if (options.netns && options.detached) {
+    return InvalidArgument("regions in network namespaces live as long as the command that made them, not detached");
+  }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   std::unique_ptr<LocalCluster> cluster(new LocalCluster(std::move(impl)));
@@ -105,9 +110,15 @@ Status LocalCluster::Boot() {
   const fs::path keys = work_ / "keys";
   auto bin = [&](const std::string& name) { return (fs::path(o.bin_dir) / name).string(); };
   const bool detached = o.detached;
+  std::string control_host = "127.0.0.1";
+  if (o.netns) {
+    LONGHAUL_ASSIGN_OR_RETURN(impl_->networks, RegionNetworks::Create(o.regions));
+    control_host = impl_->networks->host_address();
+    Say("regions in network namespaces " + impl_->networks->netns(0) + "..., orchestrator on the bridge " + control_host);
+  }
   auto orch = impl_->children.Start(
       "orchestrator",
-      {bin("longhaul-orchestrator"), "--bind", "tcp://127.0.0.1:0", "--init", "--state", state_file().string(), "--key",
+      {bin("longhaul-orchestrator"), "--bind", "tcp://" + control_host + ":0", "--init", "--state", state_file().string(), "--key",
        (keys / "orchestrator.key").string(), "--allowlist", (keys / "control-allow").string(), "--metrics",
        "127.0.0.1:0", "--endpoint-file", (work_ / "orchestrator.endpoint").string(), "--checkpoint-dir",
        (work_ / "checkpoints").string(), "--heartbeat-ms", "250", "--heartbeat-misses", "8", "--round-timeout-s",
@@ -118,12 +129,15 @@ Status LocalCluster::Boot() {
   metrics_url_ = ep.metrics;
   control_endpoint_ = ep.control;
   Say("orchestrator on " + ep.control + ", metrics " + ep.metrics);
-  for (const auto& r : o.regions) {
+  for (size_t i = 0; i < o.regions.size(); ++i) {
+    const LocalRegion& r = o.regions[i];
+    // Its own host (--netns): its address for the WAN and /metrics, the rest of its namespace's loopback.
+    const std::string host = o.netns ? impl_->networks->address(i) : "127.0.0.1";
     std::vector<std::string> argv = {
         bin("longhaul-agent"), "--region", r.name, "--orchestrator", ep.control, "--orchestrator-public-key",
         (keys / "orchestrator.pub").string(), "--key", (keys / (r.name + ".key")).string(), "--workers",
-        std::to_string(o.workers_per_region), "--data-host", "127.0.0.1", "--work-dir", (work_ / r.name).string(),
-        "--metrics", "127.0.0.1:0", "--bin-dir", o.bin_dir,
+        std::to_string(o.workers_per_region), "--data-host", host, "--work-dir", (work_ / r.name).string(),
+        "--metrics", host + ":0", "--bin-dir", o.bin_dir,
         "--collective-timeout-s", std::to_string(o.collective_timeout.count())};
     if (o.validation_batches > 0) argv.insert(argv.end(), {"--validation-batches", std::to_string(o.validation_batches)});
     if (r.compute_throttle_percent != 100)
@@ -131,15 +145,19 @@ Status LocalCluster::Boot() {
     for (const auto& c : o.allow_commands) argv.insert(argv.end(), {"--allow-command", c});
     for (const auto& d : o.allow_working_dirs) argv.insert(argv.end(), {"--allow-working-dir", d});
     if (o.wan_emulation) {
-      for (const auto& flag : std::vector<std::string>{"--wan-rate-mbit", Num(r.rate_mbit), "--wan-delay-ms",
-                                                       Num(r.delay_ms), "--wan-jitter-ms", Num(r.jitter_ms)})
+      // In a namespace tbf shapes the rate; longhaul-linkem adds only the delay.
+      for (const auto& flag : std::vector<std::string>{"--wan-rate-mbit", o.netns ? "0" : Num(r.rate_mbit),
+                                                       "--wan-delay-ms", Num(r.delay_ms), "--wan-jitter-ms",
+                                                       Num(r.jitter_ms)})
         argv.push_back(flag);
     }
+    if (o.netns) argv = impl_->networks->Inside(i, argv);
     auto agent = impl_->children.Start("agent " + r.name, argv, (log_dir() / (r.name + ".log")).string(), detached);
     if (!agent.ok()) return agent.status();
-    Say("agent " + r.name + (o.wan_emulation ? ": WAN " + Num(r.rate_mbit) + " Mbit/s, " + Num(r.delay_ms) +
-                                                   " ms delay, " + Num(r.jitter_ms) + " ms jitter"
-                                             : ": plain loopback"));
+    Say("agent " + r.name + (o.netns ? " in " + impl_->networks->netns(i) + " at " + host : "") +
+        (o.wan_emulation ? ": WAN " + Num(r.rate_mbit) + " Mbit/s" + (o.netns ? " (tbf), " : ", ") + Num(r.delay_ms) +
+                               " ms delay, " + Num(r.jitter_ms) + " ms jitter"
+                         : (o.netns ? ": no WAN emulation" : ": plain loopback")));
   }
   ControlClientOptions co;
   co.endpoint = ep.control;

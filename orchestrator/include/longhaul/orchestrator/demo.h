@@ -36,6 +36,7 @@ struct DemoOptions {
   bool skip_sync_baseline = false;
   bool json = false;
   bool wan_emulation = true;  // false: plain loopback, no longhaul-linkem links
+  bool netns = false;         // each region in a network namespace of its own (root; LocalClusterOptions::netns)
   int job_timeout_s = 300;    // per job; the demo gives up (and cleans up) after this
 };
 

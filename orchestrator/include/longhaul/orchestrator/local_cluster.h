@@ -1,7 +1,8 @@
 // LocalCluster: a whole longhaul deployment on one machine, made of the real
 // binaries: one longhaul-orchestrator (with a SQLite state file) and one
 // longhaul-agent per region, every region's WAN endpoints behind
-// longhaul-linkem links with the region's rate, delay and jitter. Keys and
+// longhaul-linkem links with the region's rate, delay and jitter (or each
+// region in a network namespace of its own, --netns). Keys and
 // allowlists are generated as in production (CURVE everywhere). `longhaul
 // demo` and the end-to-end benchmarks (bench/convergence, bench/utilisation)
 // run their jobs on it. Every process is stopped, and the work directory
@@ -34,6 +35,10 @@ struct LocalClusterOptions {
   uint32_t workers_per_region = 1;
   std::string bin_dir;              // where longhaul-orchestrator / -agent / -worker / -linkem live
   bool wan_emulation = true;        // false: plain loopback, no longhaul-linkem links
+  // Each region on a host of its own (root): a network namespace with its own
+  // address, joined through a bridge, its link's rate shaped by tc tbf and its
+  // delay and jitter by longhaul-linkem (demo/region_netns.h). Not detached.
+  bool netns = false;
   bool keep_work_dir = false;
   std::string work_dir_prefix = "/tmp/longhaul-cluster-";
   // Set: the cluster lives in this folder (created; it must not exist or be

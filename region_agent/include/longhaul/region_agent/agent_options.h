@@ -28,8 +28,9 @@ struct AgentOptions {
   std::filesystem::path work_dir;              // per-job folders, logs, rendezvous stores
   std::string metrics_bind = "127.0.0.1:0";
   std::string metrics_web_config;  // Prometheus web.yml for /metrics (TLS, basic auth); "" = plain HTTP
-  // WAN link emulation: rate > 0 starts one longhaul-linkem per worker in front
-  // of its WAN endpoint and advertises the linkem's address instead.
+  // WAN link emulation: a rate, delay or jitter starts one longhaul-linkem per
+  // worker in front of its WAN endpoint and advertises the linkem's address
+  // instead (rate 0 = unlimited).
   double wan_rate_mbit = 0;
   double wan_delay_ms = 0;
   double wan_jitter_ms = 0;

@@ -22,6 +22,12 @@
 
 namespace longhaul::region_agent {
 
+// A longhaul-linkem goes in front of each worker's WAN endpoint when any of
+// these is set (rate 0 = unlimited: a delay alone, the rate shaped elsewhere).
+inline bool EmulatesWan(double rate_mbit, double delay_ms, double jitter_ms) {
+  return rate_mbit > 0 || delay_ms > 0 || jitter_ms > 0;
+}
+
 struct JobLaunchOptions {
   std::filesystem::path worker_binary;
   std::filesystem::path linkem_binary;
