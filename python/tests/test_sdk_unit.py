@@ -158,7 +158,6 @@ def test_a_bad_environment_variable_is_named(monkeypatch, tmp_path):
     with pytest.raises(lh.errors.InvalidArgument, match="LONGHAUL_RANK must be an integer"):
         _native.job_config_json()
     monkeypatch.setenv("LONGHAUL_RANK", "0")
-    monkeypatch.setenv("LONGHAUL_STORE_DIR", str(tmp_path))
     monkeypatch.setenv("LONGHAUL_INSECURE", "1")
     with pytest.raises(lh.LonghaulError, match="cannot read the job assignment"):
         _native.job_config_json()

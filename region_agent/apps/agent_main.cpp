@@ -28,6 +28,10 @@ int main(int argc, char** argv) {
   app.add_flag("--insecure", o.insecure, "turn CURVE off everywhere (control and WAN)");
   app.add_option("--workers", o.workers, "worker slots of this region")->default_val(1);
   app.add_option("--data-host", o.data_host, "host the workers' WAN endpoints bind on")->default_val("127.0.0.1");
+  app.add_option("--worker-bind", o.worker_bind,
+                 "address of this host the workers' control socket and rendezvous store bind on (CURVE unless "
+                 "--insecure)")
+      ->default_val("127.0.0.1");
   app.add_option("--work-dir", work_dir, "folder for job files, worker logs and rendezvous")->required();
   app.add_option("--metrics", o.metrics_bind, "HOST:PORT of /metrics (port 0 = any)")->default_val("127.0.0.1:0");
   app.add_option("--web-config-file", o.metrics_web_config,

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "longhaul/common/printable_text.h"
 #include "longhaul/common/random_token.h"
 #include "longhaul/proto/frame.h"
 #include "longhaul/proto/wire_timeouts.h"
@@ -17,6 +18,7 @@
 #include "longhaul/worker/job_config.h"
 #include "longhaul/region_agent/region_report.h"
 #include "longhaul/sync_policies/compressor.h"
+#include "longhaul/wan_transport/curve.h"
 
 namespace longhaul::region_agent {
 namespace {
@@ -106,13 +108,23 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
     agent->session_pair_ = std::make_unique<zmq::socket_t>(agent->ctx_, zmq::socket_type::pair);
     agent->session_pair_->set(zmq::sockopt::linger, 0);
     agent->session_pair_->bind(kSessionEndpoint);
-    // Workers are local children: a loopback socket without CURVE, bound to port 0.
+    // The workers' socket: hello, reports, the rendezvous store. CURVE with a
+    // key pair of its own (workers learn the public key from their
+    // environment; it is not the agent's control-plane identity); every
+    // request carries its launch's token, which is what admits it.
     agent->workers_socket_ = std::make_unique<zmq::socket_t>(agent->ctx_, zmq::socket_type::router);
     agent->workers_socket_->set(zmq::sockopt::linger, 0);
     agent->workers_socket_->set(zmq::sockopt::router_mandatory, 1);
-    agent->workers_socket_->bind("tcp://127.0.0.1:0");
+    if (!o.insecure) {
+      auto keys = wan_transport::GenerateCurveKeyPair();
+      if (!keys.ok()) return keys.status().WithContext("worker socket key pair");
+      wan_transport::MakeCurveServer(*agent->workers_socket_, *keys);
+      agent->worker_public_key_ = keys->public_key;
+    }
+    agent->workers_socket_->bind("tcp://" + o.worker_bind + ":0");
     agent->worker_endpoint_ = agent->workers_socket_->get(zmq::sockopt::last_endpoint);
-    spdlog::info("worker socket {} (a hello must carry its launch's token)", agent->worker_endpoint_);
+    spdlog::info("worker socket {} ({}a hello must carry its launch's token)", agent->worker_endpoint_,
+                 o.insecure ? "" : "CURVE; ");
   } catch (const zmq::error_t& e) {
     return Unavailable(std::string("binding agent sockets: ") + e.what());
   }
@@ -266,6 +278,7 @@ void Agent::OnAssignment(const v1::JobAssignment& a) {
   launch.job_dir = options_.work_dir / a.job_id();
   launch.launch_root = options_.work_dir / ".launches" / a.job_id();
   launch.agent_endpoint = worker_endpoint_;
+  launch.agent_public_key = worker_public_key_;
   launch.region = options_.region;
   launch.data_host = options_.data_host;
   launch.insecure = options_.insecure;
@@ -343,10 +356,32 @@ void Agent::OnVerdict(const v1::RoundVerdict& verdict) {
   SendToWorkers(*it->second, msg);
 }
 
+void Agent::OnStoreRequest(const std::string& routing_id, uint64_t request_id, const v1::StoreRequest& request) {
+  v1::ControlMessage out;
+  out.set_sender(options_.region);
+  out.set_request_id(request_id);
+  auto it = jobs_.find(request.job_id());
+  if (it == jobs_.end()) {
+    *out.mutable_store_reply()->mutable_error() =
+        proto::ToWireError(NotFound("job " + PrintableTail(request.job_id(), 64) + " does not run in region " + options_.region));
+  } else {
+    *out.mutable_store_reply() = it->second->OnStore(request);
+  }
+  if (out.store_reply().has_error()) drops_->Drop("store request: " + out.store_reply().error().message());
+  const std::string frame = proto::EncodeControl(std::move(out));
+  try {
+    workers_socket_->send(zmq::buffer(routing_id), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    workers_socket_->send(zmq::buffer(frame), zmq::send_flags::dontwait);
+  } catch (const zmq::error_t& e) {  // the asker is gone
+    spdlog::warn("job {}: cannot answer a store request: {}", request.job_id(), e.what());
+  }
+}
+
 void Agent::HandleWorkerFrame(const std::string& routing_id, const zmq::message_t& frame) {
   auto msg = proto::DecodeControl(frame.to_string_view());
   if (!msg.ok()) return drops_->Drop("a frame that is not a control message: " + msg.status().ToString());
   if (msg->has_worker_hello()) return OnHello(routing_id, msg->worker_hello());
+  if (msg->has_store_request()) return OnStoreRequest(routing_id, msg->request_id(), msg->store_request());
   auto route = routes_.find(routing_id);
   if (route == routes_.end()) {
     return drops_->Drop(std::string(proto::BodyName(*msg)) + " from a connection that never said hello");
@@ -379,7 +414,7 @@ void Agent::OnHello(const std::string& routing_id, const v1::WorkerHello& hello)
                         std::to_string(hello.worker_rank()) + ": no such job is launching");
   }
   RegionJob& job = *it->second;
-  if (!job.Authenticates(hello)) {  // not a process this launch started: the job is not touched
+  if (!job.Authenticates(hello.worker_rank(), hello.token())) {  // not a process this launch started: the job is not touched
     return drops_->Drop("a hello for job " + job.job_id() + " rank " + std::to_string(hello.worker_rank()) +
                         " without its launch's token");
   }

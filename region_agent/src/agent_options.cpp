@@ -28,6 +28,10 @@ Status AgentOptions::Validate() const {
     return InvalidArgument("--compute-throttle-percent must be in [100, 10000], got " +
                            std::to_string(compute_throttle_percent));
   if (data_host.empty()) return InvalidArgument("--data-host must not be empty");
+  if (worker_bind.empty() || worker_bind == "*" || worker_bind == "0.0.0.0" || worker_bind.find(':') != std::string::npos) {
+    return InvalidArgument("--worker-bind '" + worker_bind + "' must be one IPv4 address or host name of this host that "
+                           "workers can reach (no wildcard, no port)");
+  }
   if (work_dir.empty()) return InvalidArgument("--work-dir must not be empty");
   if (!(std::isfinite(wan_rate_mbit) && wan_rate_mbit >= 0)) return InvalidArgument("--wan-rate-mbit must be >= 0, got " + std::to_string(wan_rate_mbit));
   if (!(std::isfinite(wan_delay_ms) && wan_delay_ms >= 0)) return InvalidArgument("--wan-delay-ms must be >= 0, got " + std::to_string(wan_delay_ms));

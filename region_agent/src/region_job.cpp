@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "longhaul/common/random_token.h"
+#include "longhaul/proto/frame.h"
 #include "longhaul/region_agent/region_report.h"
 #include "longhaul/session/session_options.h"
 #include "longhaul/wan_transport/curve.h"
@@ -87,13 +88,13 @@ Result<int> FreePort(const std::string& host) {
 
 }  // namespace
 
-SpawnOptions RegionJob::WorkerSpawn(int rank, const std::filesystem::path& store, int master_port) const {
+SpawnOptions RegionJob::WorkerSpawn(int rank, int master_port) const {
   session::SessionOptions so;
   so.agent_endpoint = options_.agent_endpoint;
+  so.agent_public_key = options_.agent_public_key;
   so.assignment_file = launch_dir_ / "assignment.pb";
   so.region = options_.region;
   so.rank = rank;
-  so.store_dir = store;
   so.wan_host = options_.data_host;
   so.insecure = options_.insecure;
   so.key_file = wan_key_file_.string();
@@ -143,8 +144,6 @@ Status RegionJob::SpawnWorkers() {
     if (std::filesystem::create_directory(launch_dir_, ec)) break;
     if (ec) return Unavailable("cannot create " + launch_dir_.string() + ": " + ec.message());
   }
-  // The intra-region rendezvous is the workers' business: in their folder.
-  const auto store = options_.job_dir / ("gloo-" + launch_dir_.filename().string());
   {
     std::ofstream out(launch_dir_ / "assignment.pb", std::ios::binary | std::ios::trunc);
     if (!out || !assignment_.SerializeToOstream(&out)) {
@@ -173,7 +172,7 @@ Status RegionJob::SpawnWorkers() {
   LaunchRequest request;
   request.workers = n;
   request.name = "longhaul-" + options_.region + "-" + config_.job_id + "-" + launch_dir_.filename().string();
-  request.spawn = [&](int rank) { return WorkerSpawn(rank, store, master_port); };
+  request.spawn = [&](int rank) { return WorkerSpawn(rank, master_port); };
   request.task_binary = options_.task_binary;
   request.log_dir = options_.job_dir;
   launcher_ = MakeWorkerLauncher(options_.launcher);
@@ -202,8 +201,19 @@ RegionJob::Failure RegionJob::MissingHellos() const {
   return {what, first >= 0 ? WorkerOutput(first) : ""};
 }
 
-bool RegionJob::Authenticates(const v1::WorkerHello& hello) const {
-  return hello.worker_rank() < tokens_.size() && TokensEqual(hello.token(), tokens_[hello.worker_rank()]);
+bool RegionJob::Authenticates(uint32_t rank, const std::string& token) const {
+  return rank < tokens_.size() && TokensEqual(token, tokens_[rank]);
+}
+
+v1::StoreReply RegionJob::OnStore(const v1::StoreRequest& request) {
+  if (!Authenticates(request.worker_rank(), request.token())) {
+    v1::StoreReply refused;
+    *refused.mutable_error() = proto::ToWireError(PermissionDenied(
+        "job " + config_.job_id + ": a store request without this launch's token for worker " +
+        std::to_string(request.worker_rank())));
+    return refused;
+  }
+  return store_.Serve(request);
 }
 
 Status RegionJob::OnHello(const std::string& routing_id, const v1::WorkerHello& hello) {

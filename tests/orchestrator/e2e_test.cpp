@@ -82,21 +82,29 @@ TEST_CASE("e2e: the orchestrator is SIGKILLed and restarted mid-job, the job res
   for (uint32_t i = 0; i < 8; ++i) CHECK(rounds[i].round == i + 1);
 }
 
+namespace {
+
+// Runs `longhaul demo ARGS` with a TMPDIR of its own (where the demo makes its
+// folder), so a demo another test runs at the same time is not counted; the
+// output, and whether the demo left its folder behind.
+int RunDemo(const std::string& args, std::string* out, bool* left_behind) {
+  const TempDir tmp("demo-tmp");
+  const int code = RunCommand("TMPDIR=" + tmp.path().string() + " " + kBin + "/longhaul demo " + args, out);
+  *left_behind = !fs::is_empty(tmp.path());
+  return code;
+}
+
+}  // namespace
+
 TEST_CASE("e2e: longhaul demo runs both policies, prints the table and leaves nothing behind", "[e2e]") {
-  auto demo_dirs = [] {
-    int n = 0;
-    for (const auto& e : fs::directory_iterator("/tmp"))
-      n += e.path().filename().string().rfind("longhaul-demo-", 0) == 0 ? 1 : 0;
-    return n;
-  };
-  const int before = demo_dirs();
   std::string out;
-  const int code = RunCommand(kBin + "/longhaul demo --no-wan-emulation --rounds 2 --inner-steps 5", &out);
+  bool left_behind = true;
+  const int code = RunDemo("--no-wan-emulation --rounds 2 --inner-steps 5", &out, &left_behind);
   INFO(out);
   CHECK(code == 0);
   CHECK_THAT(out, Catch::Contains("DiLoCo H=5 int8") && Catch::Contains("fully synchronous (fp32)") &&
                       Catch::Contains("succeeded") && Catch::Contains("fewer WAN bytes"));
-  CHECK(demo_dirs() <= before);
+  CHECK_FALSE(left_behind);
 }
 
 TEST_CASE("e2e: longhaul demo --netns runs each region on a host of its own and removes the namespaces", "[e2e]") {
@@ -113,9 +121,11 @@ TEST_CASE("e2e: longhaul demo --netns runs each region on a host of its own and 
   };
   const int before = ours();
   std::string out;
-  const int code = RunCommand(kBin + "/longhaul demo --netns --no-sync-baseline --rounds 3 --inner-steps 5", &out);
+  bool left_behind = true;
+  const int code = RunDemo("--netns --no-sync-baseline --rounds 3 --inner-steps 5", &out, &left_behind);
   INFO(out);
   CHECK(code == 0);
+  CHECK_FALSE(left_behind);
   // Every region in a namespace with an address of its own; the orchestrator
   // on the bridge. Inside a namespace 127.0.0.1 is that namespace's alone, so
   // the job's rounds commit only if every endpoint a region advertises is

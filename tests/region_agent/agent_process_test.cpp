@@ -144,7 +144,40 @@ struct Impostor {
     h->set_token(token);
     Send(longhaul::proto::EncodeControl(m));
   }
+  // One rendezvous store request and the agent's reply (bounded wait).
+  v1::StoreReply Store(const std::string& job, uint32_t rank, const std::string& token, v1::StoreRequest::Op op,
+                       const std::string& key, const std::string& value = "") {
+    v1::ControlMessage m;
+    m.set_request_id(++requests);
+    auto* r = m.mutable_store_request();
+    r->set_job_id(job);
+    r->set_worker_rank(rank);
+    r->set_token(token);
+    r->set_op(op);
+    r->set_key(key);
+    r->set_value(value);
+    Send(longhaul::proto::EncodeControl(m));
+    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+    REQUIRE(zmq::poll(&item, 1, std::chrono::milliseconds(5000)) == 1);
+    zmq::message_t frame;
+    REQUIRE(socket.recv(frame));
+    auto reply = longhaul::proto::DecodeControl(frame.to_string_view());
+    REQUIRE(reply.ok());
+    REQUIRE(reply->has_store_reply());
+    CHECK(reply->request_id() == requests);
+    return reply->store_reply();
+  }
+  uint64_t requests = 0;
 };
+
+// A variable of a running process's environment ("" when unset).
+std::string EnvironOf(pid_t pid, const std::string& name) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  for (std::string entry; std::getline(in, entry, '\0');) {
+    if (entry.rfind(name + "=", 0) == 0) return entry.substr(name.size() + 1);
+  }
+  return "";
+}
 
 TEST_CASE("region_agent: agent only a process it launched can say hello for a worker, a flood costs a line a second",
           "[agent][security]") {
@@ -196,6 +229,53 @@ TEST_CASE("region_agent: agent only a process it launched can say hello for a wo
   }
   CHECK(lines + counted == 504);  // both hellos, the junk frame, the flood of 500, the last hello
   CHECK(lines <= 3);              // one per second of flooding (2 unless the machine stalled)
+  agent.Signal(SIGTERM);
+  CHECK(agent.Wait(20s) == 0);
+}
+
+TEST_CASE("region_agent: agent keeps each launch's rendezvous store and answers only the launch's tokens",
+          "[agent][security]") {
+  FakeOrchestrator orch;
+  const TempDir tmp("agent-store");
+  const auto& dir = tmp.path();
+  auto agent = StartAgent("eu", orch, 1, dir, {}, {"--allow-command", "/bin/sleep"});
+  REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion), 10s));
+  const auto line = agent.WaitForLine("worker socket tcp://", 10s);
+  REQUIRE(line);
+  const auto at = line->find("tcp://");
+  Impostor client(line->substr(at, line->find(' ', at) - at));
+  auto a = TinyJob("j-store", "eu", 0, 1, 1);
+  a.mutable_spec()->clear_model_preset();
+  a.mutable_spec()->mutable_worker()->mutable_command()->add_argv("/bin/sleep");
+  a.mutable_spec()->mutable_worker()->mutable_command()->add_argv("60");
+  orch.Send("eu", Wrap(a));
+  REQUIRE(agent.WaitForLine("job j-store: launched 1 worker(s)", 10s));
+  const auto sleepers = ChildrenNamed(agent.pid(), "sleep");
+  REQUIRE(sleepers.size() == 1);
+  const std::string token = EnvironOf(sleepers[0], "LONGHAUL_WORKER_TOKEN");
+  REQUIRE(token.size() >= 16);
+  using Op = v1::StoreRequest;
+  // The launch's worker, with its token: set, get, and a key not set yet.
+  CHECK(client.Store("j-store", 0, token, Op::SET, "rank0", "addr-of-0").found());
+  auto got = client.Store("j-store", 0, token, Op::GET, "rank0");
+  CHECK(got.found());
+  CHECK(got.value() == "addr-of-0");
+  got = client.Store("j-store", 0, token, Op::GET, "rank1");
+  CHECK_FALSE(got.found());
+  CHECK_FALSE(got.has_error());
+  // Anyone else: refused, and the store is untouched.
+  auto forged = client.Store("j-store", 0, "0123456789abcdef0123456789abcdef", Op::SET, "rank0", "evil");
+  CHECK(forged.error().code() == v1::ERROR_CODE_PERMISSION_DENIED);
+  CHECK_THAT(forged.error().message(), Catch::Contains("without this launch's token for worker 0"));
+  CHECK(client.Store("j-store", 5, token, Op::GET, "rank0").error().code() == v1::ERROR_CODE_PERMISSION_DENIED);
+  CHECK(client.Store("j-store", 0, token, Op::GET, "rank0").value() == "addr-of-0");
+  auto unknown = client.Store("j-none", 0, token, Op::GET, "rank0");
+  CHECK(unknown.error().code() == v1::ERROR_CODE_NOT_FOUND);
+  // Over a limit: named, and nothing stored.
+  auto big = client.Store("j-store", 0, token, Op::SET, "huge", std::string((1 << 20) + 1, 'x'));
+  CHECK(big.error().code() == v1::ERROR_CODE_INVALID_ARGUMENT);
+  CHECK_THAT(big.error().message(), Catch::Contains("rendezvous key 'huge'"));
+  CHECK_FALSE(client.Store("j-store", 0, token, Op::GET, "huge").found());
   agent.Signal(SIGTERM);
   CHECK(agent.Wait(20s) == 0);
 }
@@ -383,13 +463,18 @@ TEST_CASE("region_agent: agent CURVE on the control plane, each launch with a WA
     if (e.path().extension() == ".key") std::filesystem::remove(e.path());
   }
   FakeOrchestrator orch(&pairs["orchestrator"], wt::Allowlist::Of({pairs["eu"].public_key, pairs["us"].public_key}));
-  auto a = StartAgent("eu", orch, 1, dir, keys);
-  auto b = StartAgent("us", orch, 1, dir, keys);
+  // eu's workers reach their agent (hello, reports, rendezvous store) on
+  // another address than the default, over CURVE.
+  auto a = StartAgent("eu", orch, 2, dir, keys, {"--worker-bind", "127.0.0.2"});
+  auto b = StartAgent("us", orch, 2, dir, keys);
+  const auto socket_line = a.WaitForLine("worker socket tcp://127.0.0.2:", 10s);
+  REQUIRE(socket_line);
+  CHECK_THAT(*socket_line, Catch::Contains("(CURVE; a hello must carry its launch's token)"));
   std::map<std::string, v1::PeerEndpoint> endpoints;
   REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion, "eu"), 10s));
   if (!orch.knows("us")) REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion, "us"), 10s));
-  orch.Send("eu", Wrap(TinyJob("job", "eu", 0, 2, 1)));
-  orch.Send("us", Wrap(TinyJob("job", "us", 1, 2, 1)));
+  orch.Send("eu", Wrap(TinyJob("job", "eu", 0, 2, 2)));
+  orch.Send("us", Wrap(TinyJob("job", "us", 1, 2, 2)));
   while (endpoints.size() < 2) {
     auto ready = orch.WaitFor(Body(v1::ControlMessage::kJobReady), 60s);
     REQUIRE(ready);
@@ -405,13 +490,16 @@ TEST_CASE("region_agent: agent CURVE on the control plane, each launch with a WA
   CHECK(endpoints["eu"].public_key() != endpoints["us"].public_key());
   // The worker's environment names the launch's key file, never the agent's.
   const auto workers = ChildrenNamed(a.pid(), "longhaul-worker");
-  REQUIRE(workers.size() == 1);
+  REQUIRE(workers.size() == 2);
   std::ifstream environ_file("/proc/" + std::to_string(workers[0]) + "/environ", std::ios::binary);
   const std::string environ_text((std::istreambuf_iterator<char>(environ_file)), std::istreambuf_iterator<char>());
   CHECK(environ_text.find("LONGHAUL_KEY_FILE=" + (dir / "eu" / ".launches" / "job" / "launch-1" / "wan.key").string()) !=
         std::string::npos);
   CHECK(environ_text.find((keys / "eu.key").string()) == std::string::npos);
   CHECK(environ_text.find("LONGHAUL_ALLOWLIST") == std::string::npos);
+  CHECK(environ_text.find("LONGHAUL_AGENT_ENDPOINT=tcp://127.0.0.2:") != std::string::npos);
+  CHECK(environ_text.find("LONGHAUL_AGENT_PUBLIC_KEY=") != std::string::npos);
+  CHECK(environ_text.find(pairs["eu"].public_key) == std::string::npos);  // not the agent's own identity
 
   // The round runs on the launch keys alone (no WAN allowlist anywhere).
   auto start = Start("job", 1, 1, {endpoints["eu"], endpoints["us"]});

@@ -341,7 +341,6 @@ TEST_CASE("session options: the compute throttle travels in the worker's environ
   o.agent_endpoint = "tcp://127.0.0.1:1";
   o.assignment_file = "/nonexistent/assignment";
   o.region = kRegion;
-  o.store_dir = "/nonexistent/store";
   o.insecure = true;
   o.compute_throttle_percent = 250;
   CHECK(o.Validate().ok());

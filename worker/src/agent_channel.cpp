@@ -4,19 +4,31 @@
 #include <iostream>
 
 #include "longhaul/proto/frame.h"
+#include "longhaul/wan_transport/curve.h"
 
 namespace longhaul::session {
 
-Result<std::unique_ptr<AgentChannel>> AgentChannel::Connect(const std::string& endpoint, std::string sender,
-                                                            Watcher watcher) {
-  std::unique_ptr<AgentChannel> c(new AgentChannel(std::move(sender), std::move(watcher)));
+Result<std::unique_ptr<zmq::socket_t>> ConnectToAgent(zmq::context_t& ctx, const std::string& endpoint,
+                                                      const std::string& server_key, int linger_ms) {
   try {
-    c->dealer_ = std::make_unique<zmq::socket_t>(c->ctx_, zmq::socket_type::dealer);
-    c->dealer_->set(zmq::sockopt::linger, 2000);  // the last report/hello must reach the agent
-    c->dealer_->connect(endpoint);
+    auto dealer = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
+    dealer->set(zmq::sockopt::linger, linger_ms);
+    if (!server_key.empty()) {
+      LONGHAUL_ASSIGN_OR_RETURN(auto own, wan_transport::GenerateCurveKeyPair());
+      wan_transport::MakeCurveClient(*dealer, own, server_key);
+    }
+    dealer->connect(endpoint);
+    return dealer;
   } catch (const zmq::error_t& e) {
     return Unavailable("connecting to the agent at " + endpoint + ": " + e.what());
   }
+}
+
+Result<std::unique_ptr<AgentChannel>> AgentChannel::Connect(const std::string& endpoint, const std::string& server_key,
+                                                            std::string sender, Watcher watcher) {
+  std::unique_ptr<AgentChannel> c(new AgentChannel(std::move(sender), std::move(watcher)));
+  // Linger: the last report/hello must reach the agent.
+  LONGHAUL_ASSIGN_OR_RETURN(c->dealer_, ConnectToAgent(c->ctx_, endpoint, server_key, 2000));
   c->thread_ = std::thread([p = c.get()] { p->Loop(); });
   return c;
 }

@@ -25,10 +25,18 @@
 
 namespace longhaul::session {
 
+// A DEALER on the agent's worker socket: CURVE with a key pair made for this
+// connection when the agent gave its public key (it authenticates requests by
+// the launch's token, not by the client's key), plain otherwise.
+Result<std::unique_ptr<zmq::socket_t>> ConnectToAgent(zmq::context_t& ctx, const std::string& endpoint,
+                                                      const std::string& server_key, int linger_ms);
+
 class AgentChannel final : public AgentLink {
  public:
-  // `sender` names this worker in every message ("region/rank").
-  static Result<std::unique_ptr<AgentChannel>> Connect(const std::string& endpoint, std::string sender, Watcher watcher);
+  // `sender` names this worker in every message ("region/rank"); a non-empty
+  // `server_key` makes the connection CURVE (ConnectToAgent).
+  static Result<std::unique_ptr<AgentChannel>> Connect(const std::string& endpoint, const std::string& server_key,
+                                                       std::string sender, Watcher watcher);
   ~AgentChannel() override;
 
   void Send(v1::ControlMessage msg) override;

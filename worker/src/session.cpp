@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "agent_channel.h"
+#include "agent_store.h"
 #include "longhaul/common/checksum.h"
 #include "longhaul/proto/frame.h"
 #include "longhaul/proto/wire_enums.h"
@@ -58,7 +59,7 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
   Collaborators c;
   c.connect = [&options](AgentLink::Watcher watcher) -> Result<std::unique_ptr<AgentLink>> {
     LONGHAUL_ASSIGN_OR_RETURN(auto channel,
-                              AgentChannel::Connect(options.agent_endpoint,
+                              AgentChannel::Connect(options.agent_endpoint, options.agent_public_key,
                                                     options.region + "/" + std::to_string(options.rank), watcher));
     return std::unique_ptr<AgentLink>(std::move(channel));
   };
@@ -71,9 +72,18 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
     }
     LONGHAUL_ASSIGN_OR_RETURN(auto config, worker::ParseJobAssignment(assignment));
     LONGHAUL_RETURN_IF_ERROR(CheckRank(options, config));  // before a group is formed with it
+    // The rendezvous is the agent's store for this launch: no shared folder, any host.
+    v1::StoreRequest identity;
+    identity.set_job_id(config.job_id);
+    identity.set_worker_rank(static_cast<uint32_t>(options.rank));
+    identity.set_token(options.worker_token);
+    LONGHAUL_ASSIGN_OR_RETURN(
+        auto store, AgentStore::Connect(options.agent_endpoint, options.agent_public_key,
+                                        options.region + "/" + std::to_string(options.rank),
+                                        std::move(identity), std::min<Duration>(options.collective_timeout, std::chrono::seconds(10))));
     trainer::GlooGroupOptions gloo;
-    gloo.store_dir = options.store_dir;
-    gloo.prefix = config.job_id;  // the folder is fresh per launch, so the job id is unique enough
+    gloo.store = std::move(store);
+    gloo.prefix = config.job_id;  // the store is fresh per launch, so the job id is unique enough
     gloo.rank = options.rank;
     gloo.size = static_cast<int>(config.workers);
     gloo.timeout = options.collective_timeout;

@@ -3,14 +3,16 @@
 #include <charconv>
 #include <cstdlib>
 
+#include "longhaul/wan_transport/curve.h"
+
 namespace longhaul::session {
 namespace {
 
 constexpr const char* kAgent = "LONGHAUL_AGENT_ENDPOINT";
+constexpr const char* kAgentKey = "LONGHAUL_AGENT_PUBLIC_KEY";
 constexpr const char* kAssignment = "LONGHAUL_ASSIGNMENT";
 constexpr const char* kRegion = "LONGHAUL_REGION";
 constexpr const char* kRank = kRankVariable;
-constexpr const char* kStoreDir = "LONGHAUL_STORE_DIR";
 constexpr const char* kWanHost = "LONGHAUL_WAN_HOST";
 constexpr const char* kInsecure = "LONGHAUL_INSECURE";
 constexpr const char* kKeyFile = "LONGHAUL_KEY_FILE";
@@ -45,10 +47,12 @@ Result<int64_t> Integer(const char* name, int64_t lo, int64_t hi, int64_t fallba
 
 Status SessionOptions::Validate() const {
   if (agent_endpoint.empty()) return InvalidArgument("session options: agent_endpoint is empty");
+  if (!agent_public_key.empty()) {
+    LONGHAUL_RETURN_IF_ERROR(wan_transport::ValidateZ85Key(agent_public_key, "session options: agent_public_key"));
+  }
   if (assignment_file.empty()) return InvalidArgument("session options: assignment_file is empty");
   if (region.empty()) return InvalidArgument("session options: region is empty");
   if (rank < 0) return InvalidArgument("session options: rank must be >= 0, got " + std::to_string(rank));
-  if (store_dir.empty()) return InvalidArgument("session options: store_dir is empty");
   if (!insecure && key_file.empty()) return InvalidArgument("session options: CURVE needs key_file (or insecure)");
   if (compute_throttle_percent < 100 || compute_throttle_percent > 10000) {
     return InvalidArgument("session options: compute_throttle_percent must be in [100, 10000], got " +
@@ -65,10 +69,10 @@ std::map<std::string, std::string> WorkerEnvironment(const SessionOptions& o, in
                                                      const std::string& master_addr, int master_port) {
   std::map<std::string, std::string> env = {
       {kAgent, o.agent_endpoint},
+      {kAgentKey, o.agent_public_key},
       {kAssignment, o.assignment_file.string()},
       {kRegion, o.region},
       {kRank, std::to_string(o.rank)},
-      {kStoreDir, o.store_dir.string()},
       {kWanHost, o.wan_host},
       {kInsecure, o.insecure ? "1" : "0"},
       {kKeyFile, o.key_file},
@@ -91,14 +95,13 @@ std::map<std::string, std::string> WorkerEnvironment(const SessionOptions& o, in
 Result<SessionOptions> SessionOptionsFromEnvironment() {
   SessionOptions o;
   LONGHAUL_ASSIGN_OR_RETURN(o.agent_endpoint, Required(kAgent));
+  if (const char* k = std::getenv(kAgentKey); k != nullptr) o.agent_public_key = k;
   LONGHAUL_ASSIGN_OR_RETURN(std::string assignment, Required(kAssignment));
   o.assignment_file = assignment;
   LONGHAUL_ASSIGN_OR_RETURN(o.region, Required(kRegion));
   LONGHAUL_ASSIGN_OR_RETURN(int64_t rank, Integer(kRank, 0, 1 << 20, -1));
   if (rank < 0) return Required(kRank).status();
   o.rank = static_cast<int>(rank);
-  LONGHAUL_ASSIGN_OR_RETURN(std::string store, Required(kStoreDir));
-  o.store_dir = store;
   if (const char* h = std::getenv(kWanHost); h != nullptr && *h != '\0') o.wan_host = h;
   const char* insecure = std::getenv(kInsecure);
   o.insecure = insecure != nullptr && std::string(insecure) == "1";

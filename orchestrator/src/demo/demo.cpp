@@ -95,7 +95,9 @@ class Demo {
     co.wan_emulation = o_.wan_emulation;
     co.netns = o_.netns;
     co.keep_work_dir = o_.keep_work_dir;
-    co.work_dir_prefix = "/tmp/longhaul-demo-";
+    std::error_code ec;  // $TMPDIR, else /tmp
+    const auto tmp = std::filesystem::temp_directory_path(ec);
+    co.work_dir_prefix = ((ec ? std::filesystem::path("/tmp") : tmp) / "longhaul-demo-").string();
     co.interrupted = &g_interrupted;
     co.say = [this](const std::string& line) { Say(line); };
     auto cluster = LocalCluster::Start(co);

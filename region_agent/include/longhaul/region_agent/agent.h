@@ -3,8 +3,8 @@
 // Threads: the OrchestratorSession thread registers and heartbeats; the thread
 // calling Run() is the job controller. The controller admits assignments
 // (JobConfig checks), launches `longhaul-worker` processes (RegionJob), is
-// their rendezvous (a loopback ROUTER socket for control, a fresh Gloo
-// FileStore folder per launch for the intra-region group), forwards round
+// their rendezvous (a ROUTER socket for control and, per launch, the key/value
+// store their intra-region group meets through: LaunchStore), forwards round
 // commands and verdicts to them, aggregates their reports into the region's
 // RoundReport, and supervises them: a worker that dies makes the heartbeat
 // unhealthy (naming worker and exit status), fails the round in flight, stops
@@ -53,6 +53,7 @@ class Agent {
   void OnRoundCommand(const v1::RoundCommand& cmd);
   void OnVerdict(const v1::RoundVerdict& verdict);
   // Worker -> agent.
+  void OnStoreRequest(const std::string& routing_id, uint64_t request_id, const v1::StoreRequest& request);
   void HandleWorkerFrame(const std::string& routing_id, const zmq::message_t& frame);
   void OnHello(const std::string& routing_id, const v1::WorkerHello& hello);
   // Supervision tick: crashes, start-up deadlines, finished stops.
@@ -74,6 +75,7 @@ class Agent {
   std::filesystem::path worker_binary_;
   std::filesystem::path linkem_binary_;
   std::filesystem::path task_binary_;
+  std::string worker_public_key_;  // the worker socket's CURVE key ("" when --insecure)
   std::filesystem::path python_path_;     // <build>/python when present (command workers' PYTHONPATH)
   HealthBoard health_;
   std::unique_ptr<OrchestratorSession> session_;

@@ -25,6 +25,10 @@ struct AgentOptions {
   bool insecure = false;                       // CURVE off everywhere (explicit opt-out)
   int workers = 1;                             // worker slots of this region
   std::string data_host = "127.0.0.1";         // host the workers' WAN endpoints bind on
+  // Address of this host the workers' control socket (hello, reports, the
+  // rendezvous store) binds on: workers on other hosts need one they can reach.
+  // CURVE-encrypted unless --insecure; every request carries its launch's token.
+  std::string worker_bind = "127.0.0.1";
   std::filesystem::path work_dir;              // per-job folders, logs, rendezvous stores
   std::string metrics_bind = "127.0.0.1:0";
   std::string metrics_web_config;  // Prometheus web.yml for /metrics (TLS, basic auth); "" = plain HTTP

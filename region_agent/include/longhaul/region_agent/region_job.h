@@ -15,6 +15,7 @@
 #include "longhaul/common/timeouts.h"
 #include "longhaul/region_agent/child_process.h"
 #include "longhaul/region_agent/launch_cgroup.h"
+#include "longhaul/region_agent/launch_store.h"
 #include "longhaul/region_agent/run_as.h"
 #include "longhaul/region_agent/worker_launcher.h"
 #include "longhaul/worker/job_config.h"
@@ -35,7 +36,8 @@ struct JobLaunchOptions {
   LauncherOptions launcher;             // local processes, or one srun step
   std::filesystem::path job_dir;        // work_dir/<job_id>; created; the workers' (their cwd, logs, rendezvous)
   std::filesystem::path launch_root;    // the agent's own folder for this job's launches (assignment, keys)
-  std::string agent_endpoint;           // tcp://127.0.0.1:port of the agent's worker socket
+  std::string agent_endpoint;           // tcp://host:port of the agent's worker socket
+  std::string agent_public_key;         // its CURVE public key ("" when insecure)
   std::string region;
   std::string data_host;
   bool insecure = false;                // else each launch gets its own WAN key pair
@@ -84,7 +86,9 @@ class RegionJob {
 
   // Whether the hello carries the token this launch gave its rank (a hello
   // without it comes from some other local process: dropped, not an error).
-  bool Authenticates(const v1::WorkerHello& hello) const;
+  bool Authenticates(uint32_t rank, const std::string& token) const;
+  // The launch's rendezvous store: a request with this launch's token for its rank.
+  v1::StoreReply OnStore(const v1::StoreRequest& request);
   // Start-up handshake; an error hello or a bad rank comes back as the error.
   Status OnHello(const std::string& routing_id, const v1::WorkerHello& hello);
   bool all_hellos() const;
@@ -133,7 +137,7 @@ class RegionJob {
  private:
   RegionJob() = default;
   Status SpawnWorkers();
-  SpawnOptions WorkerSpawn(int rank, const std::filesystem::path& store, int master_port) const;
+  SpawnOptions WorkerSpawn(int rank, int master_port) const;
   // What was started for the workers ended (not while stopping): the failure.
   Failure ProcessFailure(const LaunchedProcess& process) const;
   Result<std::string> StartLinkem(const std::string& worker_endpoint);
@@ -159,6 +163,7 @@ class RegionJob {
   std::filesystem::path wan_key_file_;       // its key pair, read by this launch's workers
   std::filesystem::path launch_dir_;         // launch_root/launch-N: assignment, WAN key
   std::unique_ptr<LaunchCgroup> cgroup_;     // every process of this launch's workers (when configured)
+  LaunchStore store_;                        // the workers' rendezvous
   std::optional<v1::PeerEndpoint> endpoint_;
   uint64_t num_params_ = 0;
   double loss_floor_ = 0;

@@ -6,10 +6,10 @@
 // Both sides use the functions below, so the names live in one place:
 //
 //   LONGHAUL_AGENT_ENDPOINT        tcp://host:port of the agent's worker socket
+//   LONGHAUL_AGENT_PUBLIC_KEY      its CURVE public key (Z85); unset when the agent runs --insecure
 //   LONGHAUL_ASSIGNMENT            the JobAssignment file (binary protobuf)
 //   LONGHAUL_REGION                region name
 //   LONGHAUL_RANK                  this worker's rank in the region (= RANK)
-//   LONGHAUL_STORE_DIR             intra-region rendezvous folder (fresh per launch)
 //   LONGHAUL_WAN_HOST              host the WAN listener binds on
 //   LONGHAUL_INSECURE              "1": no CURVE on the WAN
 //   LONGHAUL_KEY_FILE              this launch's WAN key pair (.key; made by the agent
@@ -39,10 +39,10 @@ inline constexpr const char* kWorkerTokenVariable = "LONGHAUL_WORKER_TOKEN";
 
 struct SessionOptions {
   std::string agent_endpoint;
+  std::string agent_public_key;  // the worker socket's CURVE key; empty = plain (--insecure)
   std::filesystem::path assignment_file;
   std::string region;
   int rank = 0;
-  std::filesystem::path store_dir;
   std::string wan_host = "127.0.0.1";
   bool insecure = false;
   std::string key_file;  // this launch's WAN key pair; peers' keys come with each round
