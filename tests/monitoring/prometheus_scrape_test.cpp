@@ -18,20 +18,6 @@
 using namespace longhaul;
 using namespace std::chrono_literals;
 
-namespace {
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-}  // namespace
-
 TEST_CASE("Prometheus scrapes a longhaul metrics endpoint and answers queries on it", "[monitoring][prometheus]") {
   auto server = monitoring::MetricsServer::Start("127.0.0.1:0");
   REQUIRE(server.ok());
@@ -41,7 +27,7 @@ TEST_CASE("Prometheus scrapes a longhaul metrics endpoint and answers queries on
 
   testing::TempDir tmp("prometheus");
   const std::string dir = tmp.path().string();
-  const int prom_port = FreePort();
+  const int prom_port = testing::FreeLoopbackPort();
   {
     std::ofstream cfg(dir + "/prometheus.yml");
     cfg << "global: {scrape_interval: 1s}\n"
@@ -99,7 +85,7 @@ TEST_CASE("Prometheus scrapes a longhaul endpoint over HTTPS with basic auth fro
       prometheus::BuildCounter().Name("longhaul_tls_probe_total").Help("probe").Register((*server)->registry());
   family.Add({{"region", "ap-south"}}).Increment(11);
 
-  const int prom_port = FreePort();
+  const int prom_port = testing::FreeLoopbackPort();
   testing::WriteFile(tmp.path() / "prometheus.yml",
                      "global: {scrape_interval: 1s}\n"
                      "scrape_configs:\n  - job_name: longhaul-tls\n    scheme: https\n"

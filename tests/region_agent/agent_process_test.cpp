@@ -170,6 +170,24 @@ struct Impostor {
   uint64_t requests = 0;
 };
 
+// The agent's worker socket, from its log line ("worker socket tcp://HOST:PORT (...)").
+std::string WorkerSocket(const Subprocess& agent) {
+  const auto line = agent.WaitForLine("worker socket tcp://", 10s);
+  REQUIRE(line);
+  const auto at = line->find("tcp://");
+  return line->substr(at, line->find(' ', at) - at);
+}
+
+// A one-worker job whose worker is `sleep 60`: it never says hello, so the
+// job stays launching with its tokens made.
+v1::JobAssignment SleeperJob(const std::string& job) {
+  auto a = TinyJob(job, "eu", 0, 1, 1);
+  a.mutable_spec()->clear_model_preset();
+  a.mutable_spec()->mutable_worker()->mutable_command()->add_argv("/bin/sleep");
+  a.mutable_spec()->mutable_worker()->mutable_command()->add_argv("60");
+  return a;
+}
+
 // A variable of a running process's environment ("" when unset).
 std::string EnvironOf(pid_t pid, const std::string& name) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
@@ -186,17 +204,10 @@ TEST_CASE("region_agent: agent only a process it launched can say hello for a wo
   const auto& dir = tmp.path();
   auto agent = StartAgent("eu", orch, 1, dir, {}, {"--allow-command", "/bin/sleep"});
   REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion), 10s));
-  const auto line = agent.WaitForLine("worker socket tcp://", 10s);
-  REQUIRE(line);
-  const auto at = line->find("tcp://");
-  Impostor impostor(line->substr(at, line->find(' ', at) - at));
+  Impostor impostor(WorkerSocket(agent));
   // A job whose real worker never says hello: it stays launching while the
   // impostor tries to take rank 0 (and a rank the job does not have).
-  auto a = TinyJob("j-guard", "eu", 0, 1, 1);
-  a.mutable_spec()->clear_model_preset();
-  a.mutable_spec()->mutable_worker()->mutable_command()->add_argv("/bin/sleep");
-  a.mutable_spec()->mutable_worker()->mutable_command()->add_argv("60");
-  orch.Send("eu", Wrap(a));
+  orch.Send("eu", Wrap(SleeperJob("j-guard")));
   REQUIRE(agent.WaitForLine("job j-guard: launched 1 worker(s)", 10s));
   impostor.Hello("j-guard", 99, "");
   REQUIRE(agent.WaitForLine("dropped a hello for job j-guard rank 99 without its launch's token", 10s));
@@ -240,15 +251,8 @@ TEST_CASE("region_agent: agent keeps each launch's rendezvous store and answers 
   const auto& dir = tmp.path();
   auto agent = StartAgent("eu", orch, 1, dir, {}, {"--allow-command", "/bin/sleep"});
   REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion), 10s));
-  const auto line = agent.WaitForLine("worker socket tcp://", 10s);
-  REQUIRE(line);
-  const auto at = line->find("tcp://");
-  Impostor client(line->substr(at, line->find(' ', at) - at));
-  auto a = TinyJob("j-store", "eu", 0, 1, 1);
-  a.mutable_spec()->clear_model_preset();
-  a.mutable_spec()->mutable_worker()->mutable_command()->add_argv("/bin/sleep");
-  a.mutable_spec()->mutable_worker()->mutable_command()->add_argv("60");
-  orch.Send("eu", Wrap(a));
+  Impostor client(WorkerSocket(agent));
+  orch.Send("eu", Wrap(SleeperJob("j-store")));
   REQUIRE(agent.WaitForLine("job j-store: launched 1 worker(s)", 10s));
   const auto sleepers = ChildrenNamed(agent.pid(), "sleep");
   REQUIRE(sleepers.size() == 1);

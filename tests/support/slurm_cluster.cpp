@@ -1,9 +1,6 @@
 #include "support/slurm_cluster.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,21 +11,6 @@
 
 namespace longhaul::testing {
 namespace {
-
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
 
 bool Executable(const char* path) { return ::access(path, X_OK) == 0; }
 
@@ -86,8 +68,8 @@ Result<std::unique_ptr<SlurmCluster>> SlurmCluster::Start(const std::filesystem:
     std::ofstream conf(c->conf_);
     conf << "ClusterName=longhaul-test\n"
          << "SlurmctldHost=" << host << "(127.0.0.1)\n"
-         << "SlurmctldPort=" << FreePort() << "\n"
-         << "SlurmdPort=" << FreePort() << "\n"
+         << "SlurmctldPort=" << FreeLoopbackPort() << "\n"
+         << "SlurmdPort=" << FreeLoopbackPort() << "\n"
          << "AuthType=auth/munge\nCredType=cred/munge\n"
          << "AuthInfo=socket=" << sock << "\n"
          << "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"

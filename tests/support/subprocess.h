@@ -101,6 +101,10 @@ std::vector<ProcessEntry> ListProcesses();
 // cut to comm's 15 characters).
 std::vector<pid_t> ChildrenNamed(pid_t parent, const std::string& name);
 
+// A TCP port on 127.0.0.1 nobody listens on right now (for a server a test
+// starts with a fixed port: Prometheus, Slurm's daemons).
+int FreeLoopbackPort();
+
 // Plain HTTP/1.0 GET on 127.0.0.1; returns the body or nullopt on failure.
 std::optional<std::string> HttpGet(int port, const std::string& path);
 
