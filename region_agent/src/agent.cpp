@@ -275,12 +275,16 @@ void Agent::OnAssignment(const v1::JobAssignment& a) {
   launch.linkem_binary = linkem_binary_;
   launch.task_binary = task_binary_;
   launch.launcher = options_.launcher;
+  // Workers may run on other hosts only when they can reach this agent and
+  // bind on their own host's address; otherwise Slurm runs them here.
+  launch.launcher.slurm.this_host_only = !options_.workers_may_be_remote();
   launch.job_dir = options_.work_dir / a.job_id();
   launch.launch_root = options_.work_dir / ".launches" / a.job_id();
   launch.agent_endpoint = worker_endpoint_;
   launch.agent_public_key = worker_public_key_;
   launch.region = options_.region;
   launch.data_host = options_.data_host;
+  launch.agent_host = options_.worker_bind;
   launch.insecure = options_.insecure;
   launch.run_as = options_.run_as;
   launch.cgroups = cgroups_ ? &*cgroups_ : nullptr;

@@ -46,6 +46,14 @@ Status AgentOptions::Validate() const {
     if (!std::filesystem::is_directory(d, ec)) return InvalidArgument("--allow-working-dir " + d.string() + ": not a folder");
   }
   if (Status s = launcher.Validate(); !s.ok()) return s.WithContext("--launcher " + std::string(LauncherKindName(launcher.kind)));
+  if (launcher.kind == LauncherKind::kSlurm && launcher.slurm.nodes > 1 && !workers_may_be_remote()) {
+    return InvalidArgument("--slurm-nodes " + std::to_string(launcher.slurm.nodes) +
+                           " puts workers on other hosts: they need --data-host auto (each binds on its own host) and "
+                           "a --worker-bind address they can reach (not loopback)");
+  }
+  if (data_host == "auto" && wan_rate_mbit > 0) {
+    return InvalidArgument("--data-host auto with --wan-rate-mbit: link emulation is for workers on this host");
+  }
   return timeouts.Validate();
 }
 

@@ -107,7 +107,7 @@ SpawnOptions RegionJob::WorkerSpawn(int rank, int master_port) const {
   spawn.log_file = log_file(rank);
   spawn.run_as = options_.run_as;
   if (cgroup_) spawn.cgroup_procs_fds = cgroup_->procs_fds();
-  spawn.env = session::WorkerEnvironment(so, static_cast<int>(config_.workers), options_.data_host, master_port);
+  spawn.env = session::WorkerEnvironment(so, static_cast<int>(config_.workers), options_.own_host(), master_port);
   if (!config_.command) {
     spawn.program = options_.worker_binary;
     return spawn;
@@ -168,7 +168,7 @@ Status RegionJob::SpawnWorkers() {
   wan_endpoints_.assign(n, "");
   tokens_.clear();
   for (int rank = 0; rank < n; ++rank) tokens_.push_back(RandomToken());
-  LONGHAUL_ASSIGN_OR_RETURN(int master_port, FreePort(options_.data_host));
+  LONGHAUL_ASSIGN_OR_RETURN(int master_port, FreePort(options_.own_host()));
   LaunchRequest request;
   request.workers = n;
   request.name = "longhaul-" + options_.region + "-" + config_.job_id + "-" + launch_dir_.filename().string();
@@ -252,7 +252,7 @@ Result<std::string> RegionJob::StartLinkem(const std::string& worker_endpoint) {
   spawn.log_file = options_.job_dir / (name + ".log");
   // Writing "rate-mbit=R delay-ms=D" into <job dir>/linkem-N.control reshapes
   // the running link (benchmarks and tests change a WAN link mid-job).
-  spawn.args = {"--listen", options_.data_host + ":0", "--forward", StripScheme(worker_endpoint),
+  spawn.args = {"--listen", options_.own_host() + ":0", "--forward", StripScheme(worker_endpoint),
                 "--rate-mbit", Fmt(options_.wan_rate_mbit), "--delay-ms", Fmt(options_.wan_delay_ms),
                 "--jitter-ms", Fmt(options_.wan_jitter_ms), "--control-file",
                 (options_.job_dir / (name + ".control")).string()};

@@ -48,10 +48,10 @@ std::vector<std::string> SlurmLauncher::SrunArgs(const LaunchRequest& request) c
       "--output=" + (request.log_dir / "worker-%t.log").string(),
       "--open-mode=append",
   };
-  // Until workers rendezvous over the network, the step runs on the agent's
-  // own host (a node of the cluster), or Slurm says why it cannot.
+  // Workers that must be local run on the agent's own host (a node of the
+  // cluster), or Slurm says why they cannot.
   char host[256] = {};
-  if (::gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') {
+  if (options_.this_host_only && ::gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') {
     std::string name(host);
     args.push_back("--nodelist=" + name.substr(0, name.find('.')));
   }

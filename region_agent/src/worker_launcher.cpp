@@ -28,13 +28,6 @@ Result<LauncherKind> ParseLauncherKind(std::string_view name) {
 
 Status SlurmOptions::Validate() const {
   if (nodes < 1) return InvalidArgument("slurm nodes must be >= 1, got " + std::to_string(nodes));
-  if (nodes > 1) {
-    // Workers reach their agent on 127.0.0.1 and meet in a rendezvous folder on
-    // its disk: a step spread over nodes could not start.
-    return InvalidArgument("slurm nodes " + std::to_string(nodes) +
-                           ": workers on other nodes cannot reach the agent's worker socket and rendezvous yet (they "
-                           "are local to the agent's host); use 1");
-  }
   if (ntasks_per_node < 0) {
     return InvalidArgument("slurm ntasks-per-node must be >= 0 (0 = Slurm's choice), got " + std::to_string(ntasks_per_node));
   }

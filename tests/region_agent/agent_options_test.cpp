@@ -33,6 +33,13 @@ TEST_CASE("region_agent: agent options check the slurm launcher's options, namin
   auto o = Valid();
   o.launcher.kind = ra::LauncherKind::kSlurm;
   CHECK(o.Validate().ok());
+  o.launcher.slurm.nodes = 2;
+  CHECK_THAT(o.Validate().message(), Catch::StartsWith("--slurm-nodes 2 puts workers on other hosts: they need --data-host auto"));
+  o.data_host = "auto";
+  CHECK_THAT(o.Validate().message(), Catch::StartsWith("--slurm-nodes 2 puts workers on other hosts"));  // loopback socket
+  o.worker_bind = "10.1.2.3";
+  CHECK(o.workers_may_be_remote());
+  CHECK(o.Validate().ok());
   o.launcher.slurm.partition = "a b";
   CHECK_THAT(o.Validate().message(), Catch::StartsWith("--launcher slurm: slurm partition 'a b' has a character"));
 }

@@ -53,8 +53,8 @@ TEST_CASE("region_agent: slurm options refuse bad counts and anything that is no
   CHECK(o.Validate().ok());
   o.slurm.nodes = 0;
   CHECK(o.Validate().message() == "slurm nodes must be >= 1, got 0");
-  o.slurm.nodes = 2;
-  CHECK(o.Validate().message().find("slurm nodes 2: workers on other nodes cannot reach") == 0);
+  o.slurm.nodes = 2;  // whether the workers may leave the agent's host is the agent's to check
+  CHECK(o.Validate().ok());
   o.slurm.nodes = 1;
   o.slurm.ntasks_per_node = -1;
   CHECK(o.Validate().message().find("ntasks-per-node must be >= 0") != std::string::npos);

@@ -35,7 +35,9 @@ std::string SlurmCluster::Unavailable() {
   return "";
 }
 
-Result<std::unique_ptr<SlurmCluster>> SlurmCluster::Start(const std::filesystem::path& dir, int cpus) {
+Result<std::unique_ptr<SlurmCluster>> SlurmCluster::Start(const std::filesystem::path& dir, int cpus,
+                                                          std::vector<SlurmNode> nodes,
+                                                          const std::string& controller_address) {
   if (const std::string why = Unavailable(); !why.empty()) return FailedPrecondition(why);
   std::unique_ptr<SlurmCluster> c(new SlurmCluster());
   c->dir_ = dir;
@@ -62,12 +64,13 @@ Result<std::unique_ptr<SlurmCluster>> SlurmCluster::Start(const std::filesystem:
   }
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
+  if (nodes.empty()) nodes.push_back({host, "127.0.0.1", ""});
   const std::string d = dir.string();
   c->conf_ = dir / "slurm.conf";
   {
     std::ofstream conf(c->conf_);
     conf << "ClusterName=longhaul-test\n"
-         << "SlurmctldHost=" << host << "(127.0.0.1)\n"
+         << "SlurmctldHost=" << host << "(" << controller_address << ")\n"
          << "SlurmctldPort=" << FreeLoopbackPort() << "\n"
          << "SlurmdPort=" << FreeLoopbackPort() << "\n"
          << "AuthType=auth/munge\nCredType=cred/munge\n"
@@ -75,28 +78,36 @@ Result<std::unique_ptr<SlurmCluster>> SlurmCluster::Start(const std::filesystem:
          << "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
          << "JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n"
          << "SlurmUser=root\nSlurmdUser=root\n"
-         << "StateSaveLocation=" << d << "/state\nSlurmdSpoolDir=" << d << "/spool\n"
-         << "SlurmctldPidFile=" << d << "/slurmctld.pid\nSlurmdPidFile=" << d << "/slurmd.pid\n"
-         << "SlurmctldLogFile=" << d << "/slurmctld.log\nSlurmdLogFile=" << d << "/slurmd.log\n"
+         << "StateSaveLocation=" << d << "/state\nSlurmdSpoolDir=" << d << "/spool/%n\n"
+         << "SlurmctldPidFile=" << d << "/slurmctld.pid\nSlurmdPidFile=" << d << "/slurmd-%n.pid\n"
+         << "SlurmctldLogFile=" << d << "/slurmctld.log\nSlurmdLogFile=" << d << "/slurmd-%n.log\n"
          << "SchedulerType=sched/backfill\nSelectType=select/cons_tres\nSelectTypeParameters=CR_Core\n"
          << "SlurmdParameters=config_overrides\nReturnToService=2\nMpiDefault=none\n"
          << "EnforcePartLimits=ALL\nMinJobAge=300\nKillWait=2\n"
-         << "NodeName=" << host << " NodeAddr=127.0.0.1 CPUs=" << cpus << " State=UNKNOWN\n"
          << "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n";
+    for (const auto& n : nodes) {
+      conf << "NodeName=" << n.name << " NodeAddr=" << n.address << " CPUs=" << cpus << " State=UNKNOWN\n";
+    }
   }
   ::setenv("SLURM_CONF", c->conf_.c_str(), 1);
   auto ctld = Subprocess::Spawn({"/usr/sbin/slurmctld", "-D", "-i", "-f", c->conf_.string()},
                                 {.log_path = (dir / "slurmctld.out").string()});
   if (!ctld.ok()) return ctld.status();
   c->slurmctld_ = std::move(*ctld);
-  auto slurmd = Subprocess::Spawn({"/usr/sbin/slurmd", "-D", "-f", c->conf_.string()},
-                                  {.log_path = (dir / "slurmd.out").string()});
-  if (!slurmd.ok()) return slurmd.status();
-  c->slurmd_ = std::move(*slurmd);
+  for (const auto& n : nodes) {
+    std::filesystem::create_directories(dir / "spool" / n.name, ec);
+    std::vector<std::string> argv = {"/usr/sbin/slurmd", "-D", "-N", n.name, "-f", c->conf_.string()};
+    // nsenter, not `ip netns exec`: that mounts a /sys of its own without the
+    // cgroup tree slurmd needs; only the network is the node's own.
+    if (!n.netns.empty()) argv.insert(argv.begin(), {"nsenter", "--net=/run/netns/" + n.netns});
+    auto slurmd = Subprocess::Spawn(argv, {.log_path = (dir / ("slurmd-" + n.name + ".out")).string()});
+    if (!slurmd.ok()) return slurmd.status();
+    c->slurmds_.push_back(std::move(*slurmd));
+  }
   std::string state;
   if (!WaitUntil([&] {
-        state.clear();
-        return c->Run("sinfo --noheader --format=%T", &state) == 0 && state.rfind("idle", 0) == 0;
+        state.clear();  // every node idle: one line for the partition's one state
+        return c->Run("sinfo --noheader --format=%T", &state) == 0 && state == "idle\n";
       }, std::chrono::seconds(30))) {
     return longhaul::Unavailable("the test Slurm cluster's node is not idle within 30 s (sinfo: " + state + "); logs in " + d);
   }
@@ -123,7 +134,7 @@ SlurmCluster::~SlurmCluster() {
       return Run("squeue --noheader --format=%i", &jobs) == 0 && jobs.empty();
     }, std::chrono::seconds(30));
   }
-  slurmd_.Stop(SIGTERM, std::chrono::seconds(10));
+  for (auto& slurmd : slurmds_) slurmd.Stop(SIGTERM, std::chrono::seconds(10));
   slurmctld_.Stop(SIGTERM, std::chrono::seconds(10));
   munged_.Stop(SIGTERM, std::chrono::seconds(10));
   // A job step's slurmstepd outlives slurmd; this process is a subreaper, so

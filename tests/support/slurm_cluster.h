@@ -1,8 +1,9 @@
 // Test support: a real single-host Slurm cluster (Debian's slurm-wlm and
 // munge, installed by deploy/install-deps.sh) in a folder of the test's own.
 //
-// Start() writes a private munge key and slurm.conf (free ports, one node: this
-// host at 127.0.0.1 with `cpus` CPUs, proctrack/linuxproc, task/none,
+// Start() writes a private munge key and slurm.conf (free ports, by default one
+// node: this host at 127.0.0.1 with `cpus` CPUs; or the given nodes, each
+// slurmd in a network namespace of its own; proctrack/linuxproc, task/none,
 // EnforcePartLimits=ALL so a request the cluster can never satisfy is refused
 // at once), starts munged, slurmctld and slurmd as the test's children in the
 // foreground, waits (bounded) until the node is idle, and sets SLURM_CONF in
@@ -15,17 +16,28 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "longhaul/common/status.h"
 #include "support/subprocess.h"
 
 namespace longhaul::testing {
 
+// One node of the cluster: its slurmd runs inside `netns` ("" = here).
+struct SlurmNode {
+  std::string name;
+  std::string address;
+  std::string netns;
+};
+
 class SlurmCluster {
  public:
   // Why a cluster cannot run here ("" when it can): not root, or a daemon missing.
   static std::string Unavailable();
-  static Result<std::unique_ptr<SlurmCluster>> Start(const std::filesystem::path& dir, int cpus);
+  // `controller_address`: where slurmctld is reached (every node must reach it).
+  static Result<std::unique_ptr<SlurmCluster>> Start(const std::filesystem::path& dir, int cpus,
+                                                     std::vector<SlurmNode> nodes = {},
+                                                     const std::string& controller_address = "127.0.0.1");
   ~SlurmCluster();
   SlurmCluster(const SlurmCluster&) = delete;
   SlurmCluster& operator=(const SlurmCluster&) = delete;
@@ -43,7 +55,7 @@ class SlurmCluster {
   std::filesystem::path conf_;
   Subprocess munged_;
   Subprocess slurmctld_;
-  Subprocess slurmd_;
+  std::vector<Subprocess> slurmds_;
 };
 
 }  // namespace longhaul::testing

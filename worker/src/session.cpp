@@ -16,6 +16,7 @@
 #include "longhaul/proto/wire_timeouts.h"
 #include "longhaul/sync_policies/in_process_link.h"
 #include "longhaul/session/checkpoint_path.h"
+#include "longhaul/session/local_address.h"
 #include "longhaul/worker/flat_inner_state.h"
 
 namespace longhaul::session {
@@ -81,7 +82,16 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
         auto store, AgentStore::Connect(options.agent_endpoint, options.agent_public_key,
                                         options.region + "/" + std::to_string(options.rank),
                                         std::move(identity), std::min<Duration>(options.collective_timeout, std::chrono::seconds(10))));
+    // This worker's address: the agent's data host, or with "auto" the one on
+    // this host's route to the agent (a region spread over hosts).
+    std::string host = options.wan_host;
+    if (host == kAutoHost) {
+      auto own = LocalAddressToward(options.agent_endpoint);
+      if (!own.ok()) return own.status().WithContext("LONGHAUL_WAN_HOST=auto");
+      host = *own;
+    }
     trainer::GlooGroupOptions gloo;
+    gloo.host = host;  // the group's pairs connect host to host
     gloo.store = std::move(store);
     gloo.prefix = config.job_id;  // the store is fresh per launch, so the job id is unique enough
     gloo.rank = options.rank;
@@ -92,7 +102,7 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
     c.group = std::move(*group);
     worker::WanPortOptions wopts;
     wopts.job_id = config.job_id;
-    wopts.host = options.wan_host;
+    wopts.host = host;
     wopts.insecure = options.insecure;
     wopts.key_file = options.key_file;
     wopts.collective = options.collective_timeout;

@@ -9,7 +9,7 @@
 
 #include "child_processes.h"
 #include "process_manifest.h"
-#include "region_netns.h"
+#include "longhaul/orchestrator/region_netns.h"
 #include "longhaul/orchestrator/control_client.h"
 #include "longhaul/orchestrator/endpoint_file.h"
 #include "longhaul/orchestrator/state_store.h"

@@ -1,4 +1,4 @@
-#include "region_netns.h"
+#include "longhaul/orchestrator/region_netns.h"
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -105,6 +105,8 @@ Result<std::unique_ptr<RegionNetworks>> RegionNetworks::Create(const std::vector
     LONGHAUL_RETURN_IF_ERROR(Must({"ip", "-n", ns, "addr", "add", address + "/24", "dev", ns_side}));
     LONGHAUL_RETURN_IF_ERROR(Must({"ip", "-n", ns, "link", "set", ns_side, "up"}));
     LONGHAUL_RETURN_IF_ERROR(Must({"ip", "-n", ns, "link", "set", "lo", "up"}));
+    // The rest of this host (its other addresses) through the bridge.
+    LONGHAUL_RETURN_IF_ERROR(Must({"ip", "-n", ns, "route", "add", "default", "via", n->host_address_}));
     if (regions[i].rate_mbit > 0) {
       LONGHAUL_RETURN_IF_ERROR(Must(Tbf({"ip", "netns", "exec", ns}, ns_side, regions[i].rate_mbit)));  // uplink
       LONGHAUL_RETURN_IF_ERROR(Must(Tbf({}, host_side, regions[i].rate_mbit)));                        // downlink

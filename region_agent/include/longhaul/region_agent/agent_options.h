@@ -24,7 +24,10 @@ struct AgentOptions {
                                                // (workers get a key pair made for their launch)
   bool insecure = false;                       // CURVE off everywhere (explicit opt-out)
   int workers = 1;                             // worker slots of this region
-  std::string data_host = "127.0.0.1";         // host the workers' WAN endpoints bind on
+  // Host the workers' WAN endpoints (and intra-region group) bind on; "auto":
+  // each worker the address of its own host on the route to this agent (a
+  // region over several hosts: --launcher slurm --slurm-nodes N).
+  std::string data_host = "127.0.0.1";
   // Address of this host the workers' control socket (hello, reports, the
   // rendezvous store) binds on: workers on other hosts need one they can reach.
   // CURVE-encrypted unless --insecure; every request carries its launch's token.
@@ -63,6 +66,10 @@ struct AgentOptions {
   CgroupLimits worker_limits;
   // How workers start: forked here (local), or as one srun step per launch (slurm).
   LauncherOptions launcher;
+
+  // Workers on other hosts could work with this agent: they bind on their own
+  // address (--data-host auto) and reach a worker socket that is not loopback.
+  bool workers_may_be_remote() const { return data_host == "auto" && worker_bind.rfind("127.", 0) != 0; }
 
   // Names the first bad field and its value.
   Status Validate() const;

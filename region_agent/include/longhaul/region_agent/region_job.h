@@ -39,7 +39,11 @@ struct JobLaunchOptions {
   std::string agent_endpoint;           // tcp://host:port of the agent's worker socket
   std::string agent_public_key;         // its CURVE public key ("" when insecure)
   std::string region;
-  std::string data_host;
+  std::string data_host;                // "auto": each worker its own host's address (session/local_address.h)
+  std::string agent_host;               // this host's address the workers reach (the worker socket's)
+  // Where the agent's own listeners for the launch go (link emulators,
+  // torch.distributed's MASTER_ADDR): the data host, or with "auto" the agent's.
+  const std::string& own_host() const { return data_host == "auto" ? agent_host : data_host; }
   bool insecure = false;                // else each launch gets its own WAN key pair
   std::optional<RunAs> run_as;          // workers' OS user; the job and launch folders become theirs
   const CgroupRoot* cgroups = nullptr;  // set: each launch in a cgroup of its own, with these limits

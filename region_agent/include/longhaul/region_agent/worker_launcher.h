@@ -2,9 +2,9 @@
 //
 // `local` forks each worker on the agent's machine (one ChildProcess per
 // rank). `slurm` hands the whole launch to the cluster's scheduler: one srun
-// with one task per worker, shaped by --nodes / --ntasks-per-node (for now one
-// node, the agent's own: --nodelist; workers do not yet reach their agent and
-// rendezvous across nodes), each task
+// with one task per worker, shaped by --nodes / --ntasks-per-node (on the
+// agent's own host unless the workers can reach it from others: --data-host
+// auto and a --worker-bind that is not loopback), each task
 // started through longhaul-task, which turns Slurm's task numbers into the
 // worker's rank, torchrun's variables and its own hello token. The agent
 // watches srun (it exits when the step ends: a task that fails ends the step,
@@ -47,11 +47,14 @@ Result<LauncherKind> ParseLauncherKind(std::string_view name);
 
 // How the agent asks Slurm for a launch's resources (srun's own options).
 struct SlurmOptions {
-  int nodes = 1;                // --nodes (1 until workers rendezvous over the network)
+  int nodes = 1;                // --nodes
   int ntasks_per_node = 0;      // --ntasks-per-node; 0 = Slurm spreads the tasks
   std::string partition;        // --partition; empty = the cluster's default
   std::string account;          // --account; empty = none
   std::string time_limit;       // --time (Slurm's syntax, "30", "2:00:00"); empty = the partition's
+  // Set by the agent per launch (!AgentOptions::workers_may_be_remote()):
+  // workers must run on its own host: srun --nodelist=<this host>.
+  bool this_host_only = true;
   // Names the first bad field.
   Status Validate() const;
 };

@@ -10,7 +10,8 @@
 //   LONGHAUL_ASSIGNMENT            the JobAssignment file (binary protobuf)
 //   LONGHAUL_REGION                region name
 //   LONGHAUL_RANK                  this worker's rank in the region (= RANK)
-//   LONGHAUL_WAN_HOST              host the WAN listener binds on
+//   LONGHAUL_WAN_HOST              host the WAN listener and the intra-region group bind on;
+//                                  "auto": the address on this host's route to the agent
 //   LONGHAUL_INSECURE              "1": no CURVE on the WAN
 //   LONGHAUL_KEY_FILE              this launch's WAN key pair (.key; made by the agent
 //                                  for this launch only, never the agent's own key)

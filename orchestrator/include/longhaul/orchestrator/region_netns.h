@@ -1,4 +1,5 @@
-// RegionNetworks: each region of a local cluster on a host of its own. Every
+// RegionNetworks: each region of a local cluster on a host of its own (also
+// the nodes of a test's Slurm cluster: regions without a rate). Every
 // region gets a network namespace with its own address; a bridge in the
 // caller's namespace joins them to each other and to the orchestrator (which
 // listens on the bridge's address), and each region's veth pair is shaped with
