@@ -3,14 +3,17 @@
 // one srun step and train through its rounds to the end; a step cancelled with
 // scancel fails the region with Slurm's words and a new assignment relaunches
 // it, which rejoins and trains; an allocation the cluster can never satisfy
-// fails the launch with Slurm's reason.
+// fails the launch with Slurm's reason. And a region over two nodes (each
+// slurmd in a network namespace of its own) runs its rounds.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
 
+#include <set>
 #include <string>
 
 #include "agent_rig.h"
+#include "longhaul/orchestrator/region_netns.h"
 #include "support/slurm_cluster.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
@@ -115,4 +118,66 @@ TEST_CASE("region_agent: slurm launcher runs a region's workers as a Slurm step,
   CHECK(why.find("Invalid partition name specified") != std::string::npos);
   big.Signal(SIGTERM);
   CHECK(big.Wait(15s) == 0);
+
+  // A launch Slurm never starts (another job holds every CPU): at the start
+  // timeout the region fails with the job's state in Slurm's words.
+  REQUIRE((*cluster)->Run("salloc --no-shell --ntasks=4 --job-name=blocker", &out) == 0);
+  auto waiting = StartAgent("sa", orch, 2, dir, {}, {"--launcher", "slurm", "--worker-start-timeout-s", "2"});
+  REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion, "sa"), 10s));
+  orch.Send("sa", Wrap(TinyJob("j4", "sa", 0, 1, 2)));
+  auto never = orch.WaitFor(Body(v1::ControlMessage::kJobRejected, "sa"), 30s);
+  REQUIRE(never);
+  const std::string pending = never->msg.job_rejected().error().message();
+  INFO(pending);
+  CHECK(pending.find("did not report ready within 2 s") != std::string::npos);
+  CHECK(pending.find("PENDING") != std::string::npos);
+  waiting.Signal(SIGTERM);
+  CHECK(waiting.Wait(15s) == 0);
+  CHECK((*cluster)->JobState("longhaul-sa-j4-launch-1").find("PENDING") == std::string::npos);  // cancelled
+}
+
+TEST_CASE("region_agent: slurm launcher spreads a region's workers over two nodes, each on a host of its own",
+          "[agent][slurm]") {
+  if (const std::string why = SlurmCluster::Unavailable(); !why.empty()) {
+    WARN("SKIPPED: " << why);
+    return;
+  }
+  const TempDir tmp("slurm-nodes");
+  const auto& dir = tmp.path();
+  // Two nodes, each in a network namespace with an address of its own; the
+  // agent and slurmctld on the bridge that joins them.
+  auto nets = longhaul::orchestrator::RegionNetworks::Create({{"n0", 0, 0, 0}, {"n1", 0, 0, 0}});
+  REQUIRE(nets.ok());
+  const auto& net = **nets;
+  auto cluster = SlurmCluster::Start(dir / "cluster", 2,
+                                     {{"n0", net.address(0), net.netns(0)}, {"n1", net.address(1), net.netns(1)}},
+                                     net.host_address());
+  REQUIRE(cluster.ok());
+  FakeOrchestrator orch;
+  auto agent = StartAgent("eu", orch, 2, dir, {},
+                          {"--launcher", "slurm", "--slurm-nodes", "2", "--slurm-ntasks-per-node", "1", "--data-host",
+                           "auto", "--worker-bind", net.host_address()});
+  REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion), 10s));
+  orch.Send("eu", Wrap(TinyJob("j1", "eu", 0, 1, 2)));
+  auto ready = orch.WaitFor(Body(v1::ControlMessage::kJobReady), 60s);
+  REQUIRE(ready);
+  // Each worker bound its WAN endpoint on its own node's address, found on its
+  // route to the agent; they formed their group through the agent's store.
+  const auto& shards = ready->msg.job_ready().endpoint().shard_endpoints();
+  REQUIRE(shards.size() == 2);
+  std::set<std::string> hosts;
+  for (const auto& e : shards) hosts.insert(e.substr(6, e.rfind(':') - 6));
+  CHECK(hosts == std::set<std::string>{net.address(0), net.address(1)});
+  std::string nodes;
+  REQUIRE((*cluster)->Run("squeue --noheader --name=longhaul-eu-j1-launch-1 --format=%N", &nodes) == 0);
+  CHECK(nodes == "n[0-1]\n");
+  RunRounds(orch, "j1", ready->msg.job_ready().endpoint(), 1, 2, 1);
+  v1::ControlMessage done;
+  done.mutable_round_command()->set_job_id("j1");
+  done.mutable_round_command()->set_kind(v1::RoundCommand::STOP);
+  done.mutable_round_command()->set_job_completed(true);
+  orch.Send("eu", done);
+  REQUIRE(agent.WaitForLine("job j1: all processes stopped", 30s));
+  agent.Signal(SIGTERM);
+  CHECK(agent.Wait(15s) == 0);
 }
