@@ -39,6 +39,20 @@ void RunRounds(FakeOrchestrator& orch, const std::string& job, const v1::PeerEnd
   }
 }
 
+// Starts an agent for `region` with `flags`, assigns it a two-worker job and
+// returns why the region refused it (JobRejected); the agent is stopped.
+std::string Rejection(FakeOrchestrator& orch, const std::filesystem::path& dir, const std::string& region,
+                      const std::string& job, const std::vector<std::string>& flags) {
+  auto agent = StartAgent(region, orch, 2, dir, {}, flags);
+  REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion, region), 10s));
+  orch.Send(region, Wrap(TinyJob(job, region, 0, 1, 2)));
+  auto rejected = orch.WaitFor(Body(v1::ControlMessage::kJobRejected, region), 30s);
+  REQUIRE(rejected);
+  agent.Signal(SIGTERM);
+  CHECK(agent.Wait(15s) == 0);
+  return rejected->msg.job_rejected().error().message();
+}
+
 }  // namespace
 
 TEST_CASE("region_agent: slurm launcher runs a region's workers as a Slurm step, relaunches a cancelled one, "
@@ -108,31 +122,17 @@ TEST_CASE("region_agent: slurm launcher runs a region's workers as a Slurm step,
 
   // An allocation the cluster can never give (a partition it does not have):
   // the launch fails with Slurm's reason.
-  auto big = StartAgent("ap", orch, 2, dir, {}, {"--launcher", "slurm", "--slurm-partition", "gpu"});
-  REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion, "ap"), 10s));
-  orch.Send("ap", Wrap(TinyJob("j3", "ap", 0, 1, 2)));
-  auto rejected = orch.WaitFor(Body(v1::ControlMessage::kJobRejected, "ap"), 30s);
-  REQUIRE(rejected);
-  const std::string why = rejected->msg.job_rejected().error().message();
+  const std::string why = Rejection(orch, dir, "ap", "j3", {"--launcher", "slurm", "--slurm-partition", "gpu"});
   INFO(why);
   CHECK(why.find("Invalid partition name specified") != std::string::npos);
-  big.Signal(SIGTERM);
-  CHECK(big.Wait(15s) == 0);
 
   // A launch Slurm never starts (another job holds every CPU): at the start
   // timeout the region fails with the job's state in Slurm's words.
   REQUIRE((*cluster)->Run("salloc --no-shell --ntasks=4 --job-name=blocker", &out) == 0);
-  auto waiting = StartAgent("sa", orch, 2, dir, {}, {"--launcher", "slurm", "--worker-start-timeout-s", "2"});
-  REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion, "sa"), 10s));
-  orch.Send("sa", Wrap(TinyJob("j4", "sa", 0, 1, 2)));
-  auto never = orch.WaitFor(Body(v1::ControlMessage::kJobRejected, "sa"), 30s);
-  REQUIRE(never);
-  const std::string pending = never->msg.job_rejected().error().message();
+  const std::string pending = Rejection(orch, dir, "sa", "j4", {"--launcher", "slurm", "--worker-start-timeout-s", "2"});
   INFO(pending);
   CHECK(pending.find("did not report ready within 2 s") != std::string::npos);
   CHECK(pending.find("PENDING") != std::string::npos);
-  waiting.Signal(SIGTERM);
-  CHECK(waiting.Wait(15s) == 0);
   CHECK((*cluster)->JobState("longhaul-sa-j4-launch-1").find("PENDING") == std::string::npos);  // cancelled
 }
 
