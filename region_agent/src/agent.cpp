@@ -182,16 +182,19 @@ void Agent::SendToOrchestrator(v1::ControlMessage msg) {
   session_pair_->send(zmq::buffer(frame), zmq::send_flags::none);
 }
 
+void Agent::SendToWorker(const std::string& routing_id, const std::string& frame, const std::string& job_id) {
+  try {
+    workers_socket_->send(zmq::buffer(routing_id), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    workers_socket_->send(zmq::buffer(frame), zmq::send_flags::dontwait);
+  } catch (const zmq::error_t& e) {  // EHOSTUNREACH: the worker is gone; supervision reports it
+    spdlog::warn("job {}: cannot reach a worker: {}", PrintableTail(job_id, 64), e.what());
+  }
+}
+
 void Agent::SendToWorkers(RegionJob& job, const v1::ControlMessage& msg) {
   const std::string frame = proto::EncodeControl(msg);
   for (const auto& id : job.routing_ids()) {
-    if (id.empty()) continue;
-    try {
-      workers_socket_->send(zmq::buffer(id), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-      workers_socket_->send(zmq::buffer(frame), zmq::send_flags::dontwait);
-    } catch (const zmq::error_t& e) {  // EHOSTUNREACH: the worker is gone; supervision reports it
-      spdlog::warn("job {}: cannot reach a worker: {}", job.job_id(), e.what());
-    }
+    if (!id.empty()) SendToWorker(id, frame, job.job_id());
   }
 }
 
@@ -372,13 +375,7 @@ void Agent::OnStoreRequest(const std::string& routing_id, uint64_t request_id, c
     *out.mutable_store_reply() = it->second->OnStore(request);
   }
   if (out.store_reply().has_error()) drops_->Drop("store request: " + out.store_reply().error().message());
-  const std::string frame = proto::EncodeControl(std::move(out));
-  try {
-    workers_socket_->send(zmq::buffer(routing_id), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    workers_socket_->send(zmq::buffer(frame), zmq::send_flags::dontwait);
-  } catch (const zmq::error_t& e) {  // the asker is gone
-    spdlog::warn("job {}: cannot answer a store request: {}", request.job_id(), e.what());
-  }
+  SendToWorker(routing_id, proto::EncodeControl(std::move(out)), request.job_id());
 }
 
 void Agent::HandleWorkerFrame(const std::string& routing_id, const zmq::message_t& frame) {

@@ -51,7 +51,7 @@ Status AgentOptions::Validate() const {
                            " puts workers on other hosts: they need --data-host auto (each binds on its own host) and "
                            "a --worker-bind address they can reach (not loopback)");
   }
-  if (data_host == "auto" && wan_rate_mbit > 0) {
+  if (data_host == session::kAutoHost && wan_rate_mbit > 0) {
     return InvalidArgument("--data-host auto with --wan-rate-mbit: link emulation is for workers on this host");
   }
   return timeouts.Validate();

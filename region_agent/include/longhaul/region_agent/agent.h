@@ -53,6 +53,8 @@ class Agent {
   void OnRoundCommand(const v1::RoundCommand& cmd);
   void OnVerdict(const v1::RoundVerdict& verdict);
   // Worker -> agent.
+  // One frame to one worker connection (dropped with a log line when it is gone).
+  void SendToWorker(const std::string& routing_id, const std::string& frame, const std::string& job_id);
   void OnStoreRequest(const std::string& routing_id, uint64_t request_id, const v1::StoreRequest& request);
   void HandleWorkerFrame(const std::string& routing_id, const zmq::message_t& frame);
   void OnHello(const std::string& routing_id, const v1::WorkerHello& hello);

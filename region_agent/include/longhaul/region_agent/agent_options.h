@@ -13,6 +13,7 @@
 #include "longhaul/region_agent/launch_cgroup.h"
 #include "longhaul/region_agent/run_as.h"
 #include "longhaul/region_agent/worker_launcher.h"
+#include "longhaul/session/local_address.h"
 
 namespace longhaul::region_agent {
 
@@ -69,7 +70,9 @@ struct AgentOptions {
 
   // Workers on other hosts could work with this agent: they bind on their own
   // address (--data-host auto) and reach a worker socket that is not loopback.
-  bool workers_may_be_remote() const { return data_host == "auto" && worker_bind.rfind("127.", 0) != 0; }
+  bool workers_may_be_remote() const {
+    return data_host == session::kAutoHost && worker_bind.rfind("127.", 0) != 0;
+  }
 
   // Names the first bad field and its value.
   Status Validate() const;

@@ -18,6 +18,7 @@
 #include "longhaul/region_agent/launch_store.h"
 #include "longhaul/region_agent/run_as.h"
 #include "longhaul/region_agent/worker_launcher.h"
+#include "longhaul/session/local_address.h"
 #include "longhaul/worker/job_config.h"
 #include "longhaul/v1/control.pb.h"
 
@@ -43,7 +44,7 @@ struct JobLaunchOptions {
   std::string agent_host;               // this host's address the workers reach (the worker socket's)
   // Where the agent's own listeners for the launch go (link emulators,
   // torch.distributed's MASTER_ADDR): the data host, or with "auto" the agent's.
-  const std::string& own_host() const { return data_host == "auto" ? agent_host : data_host; }
+  const std::string& own_host() const { return data_host == session::kAutoHost ? agent_host : data_host; }
   bool insecure = false;                // else each launch gets its own WAN key pair
   std::optional<RunAs> run_as;          // workers' OS user; the job and launch folders become theirs
   const CgroupRoot* cgroups = nullptr;  // set: each launch in a cgroup of its own, with these limits
