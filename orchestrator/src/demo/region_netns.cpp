@@ -2,12 +2,15 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 extern char** environ;
 
@@ -62,6 +65,26 @@ std::vector<std::string> Tbf(const std::vector<std::string>& prefix, const std::
   return argv;
 }
 
+// Held while a run picks its subnet and puts it on its bridge, so two runs at
+// the same time (the demo and a test) never take the same one.
+class SubnetLock {
+ public:
+  SubnetLock() : fd_(::open("/run/lock/longhaul-netns.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0600)) {
+    if (fd_ >= 0) {
+      while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      }
+    }
+  }
+  ~SubnetLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
+  }
+  SubnetLock(const SubnetLock&) = delete;
+  SubnetLock& operator=(const SubnetLock&) = delete;
+
+ private:
+  int fd_;
+};
+
 }  // namespace
 
 Result<std::unique_ptr<RegionNetworks>> RegionNetworks::Create(const std::vector<LocalRegion>& regions) {
@@ -71,6 +94,7 @@ Result<std::unique_ptr<RegionNetworks>> RegionNetworks::Create(const std::vector
   const std::string tag = std::to_string(::getpid() % 100000);
   // One /24 of 10.231.0.0/16 per run that no interface here has an address in
   // (another run's bridge); the bridge is .1, region i is .(10 + i).
+  std::optional<SubnetLock> lock(std::in_place);
   std::string subnet;
   for (int i = 0; i < 250 && subnet.empty(); ++i) {
     const std::string candidate = "10.231." + std::to_string((::getpid() + i) % 250) + ".";
@@ -89,6 +113,7 @@ Result<std::unique_ptr<RegionNetworks>> RegionNetworks::Create(const std::vector
   }
   LONGHAUL_RETURN_IF_ERROR(Must({"ip", "link", "add", n->bridge_, "type", "bridge"}));
   LONGHAUL_RETURN_IF_ERROR(Must({"ip", "addr", "add", n->host_address_ + "/24", "dev", n->bridge_}));
+  lock.reset();  // the subnet is visibly taken now
   LONGHAUL_RETURN_IF_ERROR(Must({"ip", "link", "set", n->bridge_, "up"}));
   for (size_t i = 0; i < regions.size(); ++i) {
     const std::string ns = "longhaul-" + tag + "-" + std::to_string(i);
