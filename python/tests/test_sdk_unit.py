@@ -152,14 +152,17 @@ def test_outside_a_job_the_sdk_says_so(monkeypatch):
 
 def test_a_bad_environment_variable_is_named(monkeypatch, tmp_path):
     monkeypatch.setenv("LONGHAUL_AGENT_ENDPOINT", "tcp://127.0.0.1:1")
-    monkeypatch.setenv("LONGHAUL_ASSIGNMENT", str(tmp_path / "missing.pb"))
+    monkeypatch.setenv("LONGHAUL_JOB_ID", "job")
     monkeypatch.setenv("LONGHAUL_REGION", "eu")
     monkeypatch.setenv("LONGHAUL_RANK", "zero")
     with pytest.raises(lh.errors.InvalidArgument, match="LONGHAUL_RANK must be an integer"):
         _native.job_config_json()
     monkeypatch.setenv("LONGHAUL_RANK", "0")
     monkeypatch.setenv("LONGHAUL_INSECURE", "1")
-    with pytest.raises(lh.LonghaulError, match="cannot read the job assignment"):
+    monkeypatch.setenv("LONGHAUL_COLLECTIVE_TIMEOUT_MS", "300")
+    monkeypatch.setenv("LONGHAUL_LINK_IO_TIMEOUT_MS", "100")
+    # Nothing answers on the agent's socket: the assignment never comes.
+    with pytest.raises(lh.LonghaulError, match="the agent at tcp://127.0.0.1:1 did not answer within 300 ms"):
         _native.job_config_json()
 
 

@@ -92,12 +92,11 @@ SpawnOptions RegionJob::WorkerSpawn(int rank, int master_port) const {
   session::SessionOptions so;
   so.agent_endpoint = options_.agent_endpoint;
   so.agent_public_key = options_.agent_public_key;
-  so.assignment_file = launch_dir_ / "assignment.pb";
+  so.job_id = config_.job_id;
   so.region = options_.region;
   so.rank = rank;
   so.wan_host = options_.data_host;
   so.insecure = options_.insecure;
-  so.key_file = wan_key_file_.string();
   so.collective_timeout = options_.timeouts.collective;
   so.link_io = options_.timeouts.link_io;
   so.validation_batches = options_.validation_batches;
@@ -132,10 +131,9 @@ SpawnOptions RegionJob::WorkerSpawn(int rank, int master_port) const {
 
 Status RegionJob::SpawnWorkers() {
   const int n = static_cast<int>(config_.workers);
-  // What the agent writes for a launch goes into a folder of the agent's own
-  // (launch_root, outside the job folder the workers own, so none of it can be
-  // a link or a folder they swapped in): the next free launch-N from
-  // launch_id, as an earlier agent process may have left some behind.
+  // Each launch is named by a folder of the agent's own (launch_root, outside
+  // the job folder the workers own): the next free launch-N from launch_id, as
+  // an earlier agent process may have left some behind.
   std::error_code ec;
   std::filesystem::create_directories(options_.launch_root, ec);
   if (ec) return Unavailable("cannot create " + options_.launch_root.string() + ": " + ec.message());
@@ -144,26 +142,20 @@ Status RegionJob::SpawnWorkers() {
     if (std::filesystem::create_directory(launch_dir_, ec)) break;
     if (ec) return Unavailable("cannot create " + launch_dir_.string() + ": " + ec.message());
   }
-  {
-    std::ofstream out(launch_dir_ / "assignment.pb", std::ios::binary | std::ios::trunc);
-    if (!out || !assignment_.SerializeToOstream(&out)) {
-      return Unavailable("cannot write " + (launch_dir_ / "assignment.pb").string());
-    }
-  }
+  // What the workers read first, from the launch's store (over the worker
+  // socket, on any host, no file): the assignment and, unless insecure, the
+  // launch's WAN identity, which is for this launch only (they never see the
+  // agent's control-plane key; peers learn the public key from the round).
+  LONGHAUL_RETURN_IF_ERROR(store_.Set(session::kAssignmentStoreKey, assignment_.SerializeAsString()));
   if (!options_.insecure) {
-    // The workers' WAN identity for this launch only: they never see the
-    // agent's control-plane key; peers learn this public key from the round.
     LONGHAUL_ASSIGN_OR_RETURN(auto keys, wan_transport::GenerateCurveKeyPair());
-    LONGHAUL_RETURN_IF_ERROR(wan_transport::WriteKeyPair(launch_dir_, "wan", keys));
+    LONGHAUL_RETURN_IF_ERROR(store_.Set(session::kWanSecretStoreKey, keys.secret_key));
     wan_public_key_ = keys.public_key;
-    wan_key_file_ = launch_dir_ / "wan.key";
   }
   if (options_.cgroups != nullptr) {
     const std::string name = "longhaul-" + options_.region + "-" + config_.job_id + "-" + launch_dir_.filename().string();
     LONGHAUL_ASSIGN_OR_RETURN(cgroup_, LaunchCgroup::Create(*options_.cgroups, name, options_.limits));
   }
-  // The key file is the workers' to read; its folder stays the agent's.
-  if (options_.run_as && !wan_key_file_.empty()) LONGHAUL_RETURN_IF_ERROR(HandOver(wan_key_file_, *options_.run_as, 0600));
   routing_ids_.assign(n, "");
   wan_endpoints_.assign(n, "");
   tokens_.clear();

@@ -492,14 +492,17 @@ TEST_CASE("region_agent: agent CURVE on the control plane, each launch with a WA
     CHECK(endpoints[region].public_key() != pairs["us"].public_key);
   }
   CHECK(endpoints["eu"].public_key() != endpoints["us"].public_key());
-  // The worker's environment names the launch's key file, never the agent's.
+  // The worker's environment holds no key: the launch's comes from the agent's
+  // store over the CURVE worker socket; the agent's own never leaves it.
   const auto workers = ChildrenNamed(a.pid(), "longhaul-worker");
   REQUIRE(workers.size() == 2);
   std::ifstream environ_file("/proc/" + std::to_string(workers[0]) + "/environ", std::ios::binary);
   const std::string environ_text((std::istreambuf_iterator<char>(environ_file)), std::istreambuf_iterator<char>());
-  CHECK(environ_text.find("LONGHAUL_KEY_FILE=" + (dir / "eu" / ".launches" / "job" / "launch-1" / "wan.key").string()) !=
-        std::string::npos);
+  CHECK(environ_text.find("LONGHAUL_KEY_FILE") == std::string::npos);
+  CHECK(environ_text.find("LONGHAUL_JOB_ID=job") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir / "eu" / ".launches" / "job" / "launch-1" / "wan.key"));
   CHECK(environ_text.find((keys / "eu.key").string()) == std::string::npos);
+  CHECK(environ_text.find(pairs["eu"].secret_key) == std::string::npos);
   CHECK(environ_text.find("LONGHAUL_ALLOWLIST") == std::string::npos);
   CHECK(environ_text.find("LONGHAUL_AGENT_ENDPOINT=tcp://127.0.0.2:") != std::string::npos);
   CHECK(environ_text.find("LONGHAUL_AGENT_PUBLIC_KEY=") != std::string::npos);

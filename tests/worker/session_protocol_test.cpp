@@ -339,7 +339,7 @@ TEST_CASE("session: a throttled session takes its percentage of each step's comp
 TEST_CASE("session options: the compute throttle travels in the worker's environment and is bounded", "[session]") {
   ls::SessionOptions o;
   o.agent_endpoint = "tcp://127.0.0.1:1";
-  o.assignment_file = "/nonexistent/assignment";
+  o.job_id = "job";
   o.region = kRegion;
   o.insecure = true;
   o.compute_throttle_percent = 250;

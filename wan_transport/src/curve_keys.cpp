@@ -180,6 +180,13 @@ Result<CurveKeyPair> LoadKeyPair(const fs::path& key_file) {
   return keys;
 }
 
+Result<CurveKeyPair> KeyPairFromSecret(const std::string& secret_key, const std::string& what) {
+  LONGHAUL_RETURN_IF_ERROR(ValidateZ85Key(secret_key, what + ": secret key"));
+  char derived[41] = {};
+  if (zmq_curve_public(derived, secret_key.c_str()) != 0) return InvalidArgument(what + ": no public key derives from it");
+  return CurveKeyPair{derived, secret_key};
+}
+
 Result<std::string> LoadPublicKey(const fs::path& pub_file) {
   LONGHAUL_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(pub_file));
   auto lines = ContentLines(text);

@@ -84,4 +84,26 @@ Result<std::vector<char>> AgentStore::Get(const std::string& key, std::chrono::m
                           std::to_string(timeout.count()) + " ms");
 }
 
+Result<LaunchFromAgent> FetchLaunch(const SessionOptions& options) {
+  v1::StoreRequest identity;
+  identity.set_job_id(options.job_id);
+  identity.set_worker_rank(static_cast<uint32_t>(options.rank));
+  identity.set_token(options.worker_token);
+  const Duration timeout = std::min<Duration>(options.collective_timeout, std::chrono::seconds(10));
+  LaunchFromAgent out;
+  LONGHAUL_ASSIGN_OR_RETURN(out.store, AgentStore::Connect(options.agent_endpoint, options.agent_public_key,
+                                                           options.region + "/" + std::to_string(options.rank),
+                                                           std::move(identity), timeout));
+  LONGHAUL_ASSIGN_OR_RETURN(auto assignment, out.store->Get(kAssignmentStoreKey, timeout));
+  if (!out.assignment.ParseFromArray(assignment.data(), static_cast<int>(assignment.size()))) {
+    return DataLoss("the job assignment from the agent at " + options.agent_endpoint + " does not parse");
+  }
+  if (!options.insecure) {
+    LONGHAUL_ASSIGN_OR_RETURN(auto secret, out.store->Get(kWanSecretStoreKey, timeout));
+    LONGHAUL_ASSIGN_OR_RETURN(out.wan_keys, wan_transport::KeyPairFromSecret(std::string(secret.begin(), secret.end()),
+                                                                             "this launch's WAN key from the agent"));
+  }
+  return out;
+}
+
 }  // namespace longhaul::session

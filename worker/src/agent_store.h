@@ -11,6 +11,8 @@
 #include <zmq.hpp>
 
 #include "longhaul/common/timeouts.h"
+#include "longhaul/session/session_options.h"
+#include "longhaul/wan_transport/curve.h"
 #include "longhaul/trainer/intra_region.h"
 #include "longhaul/v1/control.pb.h"
 
@@ -39,5 +41,15 @@ class AgentStore final : public trainer::RendezvousStore {
   zmq::context_t ctx_{1};
   std::unique_ptr<zmq::socket_t> dealer_;
 };
+
+// What a worker reads from its agent before anything else, on whatever host
+// it runs: the job's assignment, this launch's WAN key pair (unless insecure),
+// and the store its intra-region group meets through.
+struct LaunchFromAgent {
+  v1::JobAssignment assignment;
+  wan_transport::CurveKeyPair wan_keys;
+  std::shared_ptr<AgentStore> store;
+};
+Result<LaunchFromAgent> FetchLaunch(const SessionOptions& options);
 
 }  // namespace longhaul::session

@@ -1,6 +1,6 @@
 #include "longhaul/session/job_config_json.h"
 
-#include <fstream>
+#include "agent_store.h"
 
 #include <nlohmann/json.hpp>
 
@@ -62,13 +62,8 @@ std::string JobConfigJson(const worker::JobConfig& c, const SessionOptions& o) {
 
 Result<std::string> JobConfigJsonFromEnvironment() {
   LONGHAUL_ASSIGN_OR_RETURN(SessionOptions options, SessionOptionsFromEnvironment());
-  std::ifstream in(options.assignment_file, std::ios::binary);
-  if (!in) return NotFound("cannot read the job assignment " + options.assignment_file.string());
-  v1::JobAssignment assignment;
-  if (!assignment.ParseFromIstream(&in)) {
-    return DataLoss("job assignment " + options.assignment_file.string() + " does not parse");
-  }
-  LONGHAUL_ASSIGN_OR_RETURN(auto config, worker::ParseJobAssignment(assignment));
+  LONGHAUL_ASSIGN_OR_RETURN(LaunchFromAgent launch, FetchLaunch(options));
+  LONGHAUL_ASSIGN_OR_RETURN(auto config, worker::ParseJobAssignment(launch.assignment));
   return JobConfigJson(config, options);
 }
 

@@ -66,22 +66,12 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
   };
   v1::JobAssignment assignment;
   Status status = [&]() -> Status {
-    std::ifstream in(options.assignment_file, std::ios::binary);
-    if (!in) return NotFound("cannot read the job assignment " + options.assignment_file.string());
-    if (!assignment.ParseFromIstream(&in)) {
-      return DataLoss("job assignment " + options.assignment_file.string() + " does not parse");
-    }
+    // The assignment, the WAN key and the group's rendezvous all come from the
+    // agent's store for this launch: no shared folder, any host.
+    LONGHAUL_ASSIGN_OR_RETURN(LaunchFromAgent launch, FetchLaunch(options));
+    assignment = std::move(launch.assignment);
     LONGHAUL_ASSIGN_OR_RETURN(auto config, worker::ParseJobAssignment(assignment));
     LONGHAUL_RETURN_IF_ERROR(CheckRank(options, config));  // before a group is formed with it
-    // The rendezvous is the agent's store for this launch: no shared folder, any host.
-    v1::StoreRequest identity;
-    identity.set_job_id(config.job_id);
-    identity.set_worker_rank(static_cast<uint32_t>(options.rank));
-    identity.set_token(options.worker_token);
-    LONGHAUL_ASSIGN_OR_RETURN(
-        auto store, AgentStore::Connect(options.agent_endpoint, options.agent_public_key,
-                                        options.region + "/" + std::to_string(options.rank),
-                                        std::move(identity), std::min<Duration>(options.collective_timeout, std::chrono::seconds(10))));
     // This worker's address: the agent's data host, or with "auto" the one on
     // this host's route to the agent (a region spread over hosts).
     std::string host = options.wan_host;
@@ -92,7 +82,7 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
     }
     trainer::GlooGroupOptions gloo;
     gloo.host = host;  // the group's pairs connect host to host
-    gloo.store = std::move(store);
+    gloo.store = std::move(launch.store);
     gloo.prefix = config.job_id;  // the store is fresh per launch, so the job id is unique enough
     gloo.rank = options.rank;
     gloo.size = static_cast<int>(config.workers);
@@ -104,7 +94,7 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
     wopts.job_id = config.job_id;
     wopts.host = host;
     wopts.insecure = options.insecure;
-    wopts.key_file = options.key_file;
+    wopts.keys = launch.wan_keys;
     wopts.collective = options.collective_timeout;
     wopts.link_io = options.link_io;
     auto wan = worker::BindWanPort(wopts);
@@ -116,6 +106,7 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
     // Still tell the agent (it reports the job) before giving up.
     std::unique_ptr<Session> s(new Session(options));
     s->assignment_ = std::move(assignment);
+    s->assignment_.set_job_id(options.job_id);  // the hello names the job even when the assignment never came
     auto link = c.connect([](const v1::ControlMessage&) {});
     if (!link.ok()) return link.status();
     s->channel_ = std::move(*link);

@@ -10,12 +10,11 @@ namespace {
 
 constexpr const char* kAgent = "LONGHAUL_AGENT_ENDPOINT";
 constexpr const char* kAgentKey = "LONGHAUL_AGENT_PUBLIC_KEY";
-constexpr const char* kAssignment = "LONGHAUL_ASSIGNMENT";
+constexpr const char* kJobId = "LONGHAUL_JOB_ID";
 constexpr const char* kRegion = "LONGHAUL_REGION";
 constexpr const char* kRank = kRankVariable;
 constexpr const char* kWanHost = "LONGHAUL_WAN_HOST";
 constexpr const char* kInsecure = "LONGHAUL_INSECURE";
-constexpr const char* kKeyFile = "LONGHAUL_KEY_FILE";
 constexpr const char* kCollectiveMs = "LONGHAUL_COLLECTIVE_TIMEOUT_MS";
 constexpr const char* kLinkIoMs = "LONGHAUL_LINK_IO_TIMEOUT_MS";
 constexpr const char* kValidationBatches = "LONGHAUL_VALIDATION_BATCHES";
@@ -50,10 +49,9 @@ Status SessionOptions::Validate() const {
   if (!agent_public_key.empty()) {
     LONGHAUL_RETURN_IF_ERROR(wan_transport::ValidateZ85Key(agent_public_key, "session options: agent_public_key"));
   }
-  if (assignment_file.empty()) return InvalidArgument("session options: assignment_file is empty");
+  if (job_id.empty()) return InvalidArgument("session options: job_id is empty");
   if (region.empty()) return InvalidArgument("session options: region is empty");
   if (rank < 0) return InvalidArgument("session options: rank must be >= 0, got " + std::to_string(rank));
-  if (!insecure && key_file.empty()) return InvalidArgument("session options: CURVE needs key_file (or insecure)");
   if (compute_throttle_percent < 100 || compute_throttle_percent > 10000) {
     return InvalidArgument("session options: compute_throttle_percent must be in [100, 10000], got " +
                            std::to_string(compute_throttle_percent));
@@ -70,12 +68,11 @@ std::map<std::string, std::string> WorkerEnvironment(const SessionOptions& o, in
   std::map<std::string, std::string> env = {
       {kAgent, o.agent_endpoint},
       {kAgentKey, o.agent_public_key},
-      {kAssignment, o.assignment_file.string()},
+      {kJobId, o.job_id},
       {kRegion, o.region},
       {kRank, std::to_string(o.rank)},
       {kWanHost, o.wan_host},
       {kInsecure, o.insecure ? "1" : "0"},
-      {kKeyFile, o.key_file},
       {kCollectiveMs, std::to_string(o.collective_timeout.count())},
       {kLinkIoMs, std::to_string(o.link_io.count())},
       {kValidationBatches, std::to_string(o.validation_batches)},
@@ -96,8 +93,7 @@ Result<SessionOptions> SessionOptionsFromEnvironment() {
   SessionOptions o;
   LONGHAUL_ASSIGN_OR_RETURN(o.agent_endpoint, Required(kAgent));
   if (const char* k = std::getenv(kAgentKey); k != nullptr) o.agent_public_key = k;
-  LONGHAUL_ASSIGN_OR_RETURN(std::string assignment, Required(kAssignment));
-  o.assignment_file = assignment;
+  LONGHAUL_ASSIGN_OR_RETURN(o.job_id, Required(kJobId));
   LONGHAUL_ASSIGN_OR_RETURN(o.region, Required(kRegion));
   LONGHAUL_ASSIGN_OR_RETURN(int64_t rank, Integer(kRank, 0, 1 << 20, -1));
   if (rank < 0) return Required(kRank).status();
@@ -105,9 +101,6 @@ Result<SessionOptions> SessionOptionsFromEnvironment() {
   if (const char* h = std::getenv(kWanHost); h != nullptr && *h != '\0') o.wan_host = h;
   const char* insecure = std::getenv(kInsecure);
   o.insecure = insecure != nullptr && std::string(insecure) == "1";
-  if (!o.insecure) {
-    LONGHAUL_ASSIGN_OR_RETURN(o.key_file, Required(kKeyFile));
-  }
   LONGHAUL_ASSIGN_OR_RETURN(int64_t collective, Integer(kCollectiveMs, 1, int64_t{1} << 40, o.collective_timeout.count()));
   o.collective_timeout = Duration(collective);
   LONGHAUL_ASSIGN_OR_RETURN(int64_t link_io, Integer(kLinkIoMs, 1, int64_t{1} << 40, o.link_io.count()));

@@ -58,9 +58,8 @@ Result<wan_transport::WanOptions> MakeWanOptions(const WanPortOptions& options) 
   w.timeouts.link_io = options.link_io;
   w.timeouts.collective = options.collective;
   if (!options.insecure) {
-    auto keys = wan_transport::LoadKeyPair(options.key_file);
-    if (!keys.ok()) return keys.status().WithContext("WAN key");
-    w.keys = *keys;
+    if (options.keys.secret_key.empty()) return InvalidArgument("WAN key: CURVE needs this launch's key pair");
+    w.keys = options.keys;
     w.admit_group_peers = true;
   }
   return w;

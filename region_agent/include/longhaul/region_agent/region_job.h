@@ -36,7 +36,7 @@ struct JobLaunchOptions {
   std::filesystem::path task_binary;    // longhaul-task (slurm launches)
   LauncherOptions launcher;             // local processes, or one srun step
   std::filesystem::path job_dir;        // work_dir/<job_id>; created; the workers' (their cwd, logs, rendezvous)
-  std::filesystem::path launch_root;    // the agent's own folder for this job's launches (assignment, keys)
+  std::filesystem::path launch_root;    // the agent's own folder for this job's launches (one launch-N each: its name)
   std::string agent_endpoint;           // tcp://host:port of the agent's worker socket
   std::string agent_public_key;         // its CURVE public key ("" when insecure)
   std::string region;
@@ -165,8 +165,7 @@ class RegionJob {
   std::vector<std::string> tokens_;          // per rank, new for every launch
   std::vector<std::string> wan_endpoints_;
   std::string wan_public_key_;               // this launch's (empty when insecure)
-  std::filesystem::path wan_key_file_;       // its key pair, read by this launch's workers
-  std::filesystem::path launch_dir_;         // launch_root/launch-N: assignment, WAN key
+  std::filesystem::path launch_dir_;         // launch_root/launch-N: names the launch (Slurm job, cgroup)
   std::unique_ptr<LaunchCgroup> cgroup_;     // every process of this launch's workers (when configured)
   LaunchStore store_;                        // the workers' rendezvous
   std::optional<v1::PeerEndpoint> endpoint_;

@@ -53,6 +53,8 @@ Status WriteKeyPair(const std::filesystem::path& dir, const std::string& name, c
 // Reads a .key file; checks both keys are valid Z85 and that the secret key
 // really produces the public key. Errors name the file and the problem.
 Result<CurveKeyPair> LoadKeyPair(const std::filesystem::path& key_file);
+// The pair of a secret key (its public key derived); errors start with `what`.
+Result<CurveKeyPair> KeyPairFromSecret(const std::string& secret_key, const std::string& what);
 // Reads a .pub file (its first non-comment line; a "public-key = X" line is accepted too).
 Result<std::string> LoadPublicKey(const std::filesystem::path& pub_file);
 

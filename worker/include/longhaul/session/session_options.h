@@ -7,14 +7,13 @@
 //
 //   LONGHAUL_AGENT_ENDPOINT        tcp://host:port of the agent's worker socket
 //   LONGHAUL_AGENT_PUBLIC_KEY      its CURVE public key (Z85); unset when the agent runs --insecure
-//   LONGHAUL_ASSIGNMENT            the JobAssignment file (binary protobuf)
+//   LONGHAUL_JOB_ID                the job; its assignment (and this launch's WAN key
+//                                  pair, unless insecure) come from the agent's store
 //   LONGHAUL_REGION                region name
 //   LONGHAUL_RANK                  this worker's rank in the region (= RANK)
 //   LONGHAUL_WAN_HOST              host the WAN listener and the intra-region group bind on;
 //                                  "auto": the address on this host's route to the agent
 //   LONGHAUL_INSECURE              "1": no CURVE on the WAN
-//   LONGHAUL_KEY_FILE              this launch's WAN key pair (.key; made by the agent
-//                                  for this launch only, never the agent's own key)
 //   LONGHAUL_COLLECTIVE_TIMEOUT_MS deadline of one collective (timeouts.h)
 //   LONGHAUL_LINK_IO_TIMEOUT_MS    deadline of one WAN chunk send/receive
 //   LONGHAUL_VALIDATION_BATCHES    held-out batches for val_loss (built-in trainer)
@@ -38,15 +37,20 @@ namespace longhaul::session {
 inline constexpr const char* kRankVariable = "LONGHAUL_RANK";
 inline constexpr const char* kWorkerTokenVariable = "LONGHAUL_WORKER_TOKEN";
 
+// What the agent puts in a launch's rendezvous store for its workers (they
+// read it before anything else, on any host): the JobAssignment (binary
+// protobuf) and the launch's WAN secret key (Z85; absent when insecure).
+inline constexpr const char* kAssignmentStoreKey = "longhaul/assignment";
+inline constexpr const char* kWanSecretStoreKey = "longhaul/wan-secret-key";
+
 struct SessionOptions {
   std::string agent_endpoint;
   std::string agent_public_key;  // the worker socket's CURVE key; empty = plain (--insecure)
-  std::filesystem::path assignment_file;
+  std::string job_id;
   std::string region;
   int rank = 0;
   std::string wan_host = "127.0.0.1";
   bool insecure = false;
-  std::string key_file;  // this launch's WAN key pair; peers' keys come with each round
   Duration collective_timeout{std::chrono::seconds(60)};
   Duration link_io{std::chrono::seconds(10)};
   int validation_batches = 4;

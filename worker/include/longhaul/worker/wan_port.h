@@ -14,6 +14,7 @@
 #include "longhaul/common/timeouts.h"
 #include "longhaul/sync_policies/link.h"
 #include "longhaul/sync_policies/link_estimate.h"
+#include "longhaul/wan_transport/curve.h"
 
 namespace longhaul::worker {
 
@@ -49,7 +50,7 @@ struct WanPortOptions {
   std::string job_id;
   std::string host = "127.0.0.1";
   bool insecure = false;
-  std::string key_file;     // this launch's key pair
+  wan_transport::CurveKeyPair keys;  // this launch's key pair (unless insecure)
   Duration link_io{std::chrono::seconds(10)};
   Duration collective{std::chrono::seconds(60)};  // how long a peer may wait to be admitted
 };
