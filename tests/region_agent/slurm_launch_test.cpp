@@ -39,6 +39,17 @@ void RunRounds(FakeOrchestrator& orch, const std::string& job, const v1::PeerEnd
   }
 }
 
+// The job's last round committed: STOP (completed) lets the workers end by
+// themselves, and the agent reports every process stopped.
+void CompleteJob(FakeOrchestrator& orch, const Subprocess& agent, const std::string& job) {
+  v1::ControlMessage done;
+  done.mutable_round_command()->set_job_id(job);
+  done.mutable_round_command()->set_kind(v1::RoundCommand::STOP);
+  done.mutable_round_command()->set_job_completed(true);
+  orch.Send("eu", done);
+  REQUIRE(agent.WaitForLine("job " + job + ": all processes stopped", 30s));
+}
+
 // Starts an agent for `region` with `flags`, assigns it a two-worker job and
 // returns why the region refused it (JobRejected); the agent is stopped.
 std::string Rejection(FakeOrchestrator& orch, const std::filesystem::path& dir, const std::string& region,
@@ -81,12 +92,7 @@ TEST_CASE("region_agent: slurm launcher runs a region's workers as a Slurm step,
   CHECK(ChildrenNamed(agent.pid(), "longhaul-worker").empty());
   CHECK(ChildrenNamed(agent.pid(), "srun").size() == 1);
   RunRounds(orch, "j1", ready->msg.job_ready().endpoint(), 1, 4, 1);
-  v1::ControlMessage done;
-  done.mutable_round_command()->set_job_id("j1");
-  done.mutable_round_command()->set_kind(v1::RoundCommand::STOP);
-  done.mutable_round_command()->set_job_completed(true);
-  orch.Send("eu", done);
-  REQUIRE(agent.WaitForLine("job j1: all processes stopped", 30s));
+  CompleteJob(orch, agent, "j1");
   CHECK((*cluster)->JobState(first_launch).find("COMPLETED") != std::string::npos);
 
   // A step cancelled through Slurm: the region fails with Slurm's words, and
@@ -172,12 +178,7 @@ TEST_CASE("region_agent: slurm launcher spreads a region's workers over two node
   REQUIRE((*cluster)->Run("squeue --noheader --name=longhaul-eu-j1-launch-1 --format=%N", &nodes) == 0);
   CHECK(nodes == "n[0-1]\n");
   RunRounds(orch, "j1", ready->msg.job_ready().endpoint(), 1, 2, 1);
-  v1::ControlMessage done;
-  done.mutable_round_command()->set_job_id("j1");
-  done.mutable_round_command()->set_kind(v1::RoundCommand::STOP);
-  done.mutable_round_command()->set_job_completed(true);
-  orch.Send("eu", done);
-  REQUIRE(agent.WaitForLine("job j1: all processes stopped", 30s));
+  CompleteJob(orch, agent, "j1");
   agent.Signal(SIGTERM);
   CHECK(agent.Wait(15s) == 0);
 }
