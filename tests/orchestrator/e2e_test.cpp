@@ -64,6 +64,29 @@ TEST_CASE("e2e: an agent killed mid-round, the job continues with two and replic
   CHECK(retried);
 }
 
+TEST_CASE("e2e: each region on a host of its own, an agent killed mid-round, the other two finish", "[e2e][netns]") {
+  if (::geteuid() != 0) {
+    WARN("SKIPPED: network namespaces need root");
+    return;
+  }
+  // Each agent in a network namespace with its own address: its loopback is its
+  // own, so every endpoint a region advertises must be reachable from the others.
+  RealCluster c("e2e-netns", {.netns = true});
+  c.StartOrchestrator();
+  for (const auto& r : kClusterRegions) c.StartAgent(r);
+  const std::string job = c.Submit(8, 150);
+  auto st = c.WaitFor(job, [](const v1::JobStatus& s) { return s.round() >= 2 || JobDone(s); }, 180s);
+  REQUIRE(st.round() >= 2);
+  c.agents["ap-south"].Kill();
+  st = c.WaitFor(job, JobDone, 240s);
+  INFO("reason: " << st.reason() << " (logs in " << c.dir << ")");
+  REQUIRE(st.state() == "succeeded");
+  auto rounds = c.Rounds(job);
+  REQUIRE(rounds.size() == 8);
+  CHECK(rounds.front().participants.size() == 3);
+  CHECK(rounds.back().participants == std::vector<std::string>{"eu-west", "us-east"});
+}
+
 TEST_CASE("e2e: the orchestrator is SIGKILLed and restarted mid-job, the job resumes", "[e2e]") {
   RealCluster c("e2e-restart");
   c.StartOrchestrator();

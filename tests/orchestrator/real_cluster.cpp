@@ -19,6 +19,13 @@ RealCluster::RealCluster(const std::string& tag, RealClusterOptions o)
   std::vector<std::string> allowed = kClusterRegions;
   for (const std::string extra : {"cli", "user-a", "user-b"}) allowed.push_back(extra);
   MakeKeys(dir / "keys", names, allowed);
+  if (options.netns) {
+    std::vector<orchestrator::LocalRegion> regions;
+    for (const auto& r : kClusterRegions) regions.push_back({r, 0, 0, 0});
+    auto nets = orchestrator::RegionNetworks::Create(regions);
+    REQUIRE(nets.ok());
+    networks = std::move(*nets);
+  }
 }
 
 RealCluster::~RealCluster() {
@@ -28,8 +35,9 @@ RealCluster::~RealCluster() {
 
 void RealCluster::StartOrchestrator(const std::string& bind) {
   fs::remove(dir / "endpoint");
+  const std::string host = networks ? networks->host_address() : "127.0.0.1";
   std::vector<std::string> argv = {
-      kBin + "/longhaul-orchestrator", "--bind", bind, "--init", "--state", (dir / "state.sqlite").string(), "--key",
+      kBin + "/longhaul-orchestrator", "--bind", bind.empty() ? "tcp://" + host + ":0" : bind, "--init", "--state", (dir / "state.sqlite").string(), "--key",
       (dir / "keys/orchestrator.key").string(), "--allowlist", (dir / "keys/allow").string(), "--endpoint-file",
       (dir / "endpoint").string(), "--checkpoint-dir", (dir / "checkpoints").string(), "--heartbeat-ms", "200",
       "--heartbeat-misses", "5", "--round-timeout-s", std::to_string(options.round_timeout_s),
@@ -42,15 +50,19 @@ void RealCluster::StartOrchestrator(const std::string& bind) {
 }
 
 void RealCluster::StartAgent(const std::string& region) {
+  // With netns: the region's namespace and address (its own loopback, unseen by the others).
+  const size_t index = std::find(kClusterRegions.begin(), kClusterRegions.end(), region) - kClusterRegions.begin();
+  const std::string host = networks ? networks->address(index) : "127.0.0.1";
   std::vector<std::string> argv = {
       kBin + "/longhaul-agent", "--region", region, "--orchestrator", ep.control, "--orchestrator-public-key",
       (dir / "keys/orchestrator.pub").string(), "--key", (dir / "keys" / (region + ".key")).string(), "--workers", std::to_string(options.workers),
-      "--data-host", "127.0.0.1", "--work-dir", (dir / region).string(), "--metrics", "127.0.0.1:0", "--bin-dir", kBin};
+      "--data-host", host, "--work-dir", (dir / region).string(), "--metrics", host + ":0", "--bin-dir", kBin};
   argv.insert(argv.end(), options.agent_flags.begin(), options.agent_flags.end());
   // Only the ones this build has (an agent refuses to start on a missing one).
   for (const auto& c : options.allow_commands)
     if (::access(c.c_str(), X_OK) == 0) argv.insert(argv.end(), {"--allow-command", c});
   for (const auto& d : options.allow_working_dirs) argv.insert(argv.end(), {"--allow-working-dir", d});
+  if (networks) argv = networks->Inside(index, argv);
   // Appended: a restarted agent keeps the log of the one before it.
   REQUIRE(agents[region].Start(argv, {.log_path = (dir / (region + ".log")).string()}).ok());
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "harness.h"
+#include "longhaul/orchestrator/region_netns.h"
 #include "longhaul/orchestrator/state_store.h"
 
 namespace longhaul::testing {
@@ -36,6 +37,9 @@ struct RealClusterOptions {
                                              std::string(LONGHAUL_BIN_DIR) + "/builtin_twin_worker"};
   std::vector<std::string> allow_working_dirs = {std::string(LONGHAUL_SOURCE_DIR) + "/examples"};
   int workers = 1;                       // worker slots per agent
+  // Each region on a host of its own (root): a network namespace with its own
+  // address, the orchestrator on the bridge that joins them (RegionNetworks).
+  bool netns = false;
 };
 
 struct RealCluster {
@@ -45,11 +49,13 @@ struct RealCluster {
   Subprocess orchestrator;
   orchestrator::EndpointInfo ep;
   std::map<std::string, Subprocess> agents;
+  std::unique_ptr<orchestrator::RegionNetworks> networks;  // options.netns
 
   explicit RealCluster(const std::string& tag, RealClusterOptions o = {});
   ~RealCluster();
 
-  void StartOrchestrator(const std::string& bind = "tcp://127.0.0.1:0");
+  // "" = any port on 127.0.0.1 (on the bridge with netns).
+  void StartOrchestrator(const std::string& bind = "");
   void StartAgent(const std::string& region);
   // A control client with keys/<key>.key: "cli" (an admin), "user-a" or "user-b".
   std::unique_ptr<orchestrator::ControlClient> Client(const std::string& key = "cli") const;
