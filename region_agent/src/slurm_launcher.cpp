@@ -74,10 +74,7 @@ Result<std::vector<LaunchedProcess>> SlurmLauncher::Start(const LaunchRequest& r
     const auto it = env.find(session::kWorkerTokenVariable);
     tokens += (rank == 0 ? "" : ",") + (it == env.end() ? std::string() : it->second);
   }
-  for (const char* per_rank : {session::kRankVariable, session::kWorkerTokenVariable, "RANK", "LOCAL_RANK",
-                               "LOCAL_WORLD_SIZE", "WORLD_SIZE"}) {
-    spawn.env.erase(per_rank);
-  }
+  for (const char* per_task : kPerTaskVariables) spawn.env.erase(per_task);
   spawn.env[kWorkerTokensVariable] = tokens;
   std::vector<std::string> args = SrunArgs(request);
   args.push_back(request.task_binary.string());

@@ -4,8 +4,8 @@
 
 #include <cctype>
 #include <charconv>
+#include <iterator>
 
-#include "longhaul/session/session_options.h"
 #include "slurm_launcher.h"
 
 namespace longhaul::region_agent {
@@ -67,6 +67,17 @@ class LocalLauncher final : public WorkerLauncher {
   void Cancel() override {}
 };
 
+// "a,b,,c" -> {"a", "b", "", "c"}; "" -> {""}.
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> out;
+  for (size_t pos = 0;;) {
+    const size_t comma = text.find(',', pos);
+    out.push_back(text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+    if (comma == std::string::npos) return out;
+    pos = comma + 1;
+  }
+}
+
 Result<int> Integer(const std::function<std::optional<std::string>(const std::string&)>& get, const std::string& name) {
   const auto v = get(name);
   if (!v || v->empty()) return FailedPrecondition(name + " is not set: longhaul-task runs only as a task of srun");
@@ -87,10 +98,7 @@ Result<int> TasksOnNode(const std::string& spec, int node) {
            *out >= 1;
   };
   std::vector<std::pair<int, int>> groups;  // (tasks per node, nodes)
-  for (size_t pos = 0; pos <= spec.size();) {
-    size_t end = spec.find(',', pos);
-    if (end == std::string::npos) end = spec.size();
-    const std::string item = spec.substr(pos, end - pos);
+  for (const std::string& item : SplitCommas(spec)) {
     const auto paren = item.find("(x");
     int tasks = 0;
     int repeat = 1;
@@ -100,7 +108,6 @@ Result<int> TasksOnNode(const std::string& spec, int node) {
       return bad();
     }
     groups.emplace_back(tasks, repeat);
-    pos = end + 1;
   }
   int first = 0;
   for (const auto& [tasks, repeat] : groups) {
@@ -129,25 +136,17 @@ Result<std::vector<std::pair<std::string, std::string>>> SlurmTaskEnvironment(
   }
   const auto tokens = get(kWorkerTokensVariable);
   if (!tokens) return FailedPrecondition(std::string(kWorkerTokensVariable) + " is not set: the agent starts longhaul-task");
-  std::vector<std::string> list;
-  for (size_t pos = 0;;) {
-    const size_t comma = tokens->find(',', pos);
-    list.push_back(tokens->substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
+  const std::vector<std::string> list = SplitCommas(*tokens);
   if (static_cast<int>(list.size()) != tasks) {
     return InvalidArgument(std::string(kWorkerTokensVariable) + " has " + std::to_string(list.size()) +
                            " tokens for SLURM_NTASKS " + std::to_string(tasks) + " tasks");
   }
-  return std::vector<std::pair<std::string, std::string>>{
-      {session::kRankVariable, std::to_string(rank)},
-      {"RANK", std::to_string(rank)},
-      {"WORLD_SIZE", std::to_string(tasks)},
-      {"LOCAL_RANK", std::to_string(local_rank)},
-      {"LOCAL_WORLD_SIZE", std::to_string(local_size)},
-      {session::kWorkerTokenVariable, list[static_cast<size_t>(rank)]},
-  };
+  const std::string values[] = {std::to_string(rank),       std::to_string(rank),       std::to_string(tasks),
+                                std::to_string(local_rank), std::to_string(local_size), list[static_cast<size_t>(rank)]};
+  static_assert(std::size(values) == std::size(kPerTaskVariables));
+  std::vector<std::pair<std::string, std::string>> out;
+  for (size_t i = 0; i < std::size(values); ++i) out.emplace_back(kPerTaskVariables[i], values[i]);
+  return out;
 }
 
 std::unique_ptr<WorkerLauncher> MakeWorkerLauncher(const LauncherOptions& options) {

@@ -56,12 +56,9 @@ std::vector<std::string> Tbf(const std::vector<std::string>& prefix, const std::
   // Burst: 4 ms at the rate, at least 64 KiB (tbf needs rate / HZ at least).
   const long burst = std::max(65536L, std::lround(rate_mbit * 1e6 / 8 * 0.004));
   std::vector<std::string> argv = prefix;
-  for (const std::string& a : {std::string("tc"), std::string("qdisc"), std::string("add"), std::string("dev"), dev,
-                               std::string("root"), std::string("tbf"), std::string("rate"),
-                               std::to_string(std::lround(rate_mbit * 1000)) + "kbit", std::string("burst"),
-                               std::to_string(burst), std::string("latency"), std::string("100ms")}) {
-    argv.push_back(a);
-  }
+  argv.insert(argv.end(), {"tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate",
+                           std::to_string(std::lround(rate_mbit * 1000)) + "kbit", "burst", std::to_string(burst),
+                           "latency", "100ms"});
   return argv;
 }
 

@@ -27,6 +27,7 @@
 
 #include "longhaul/common/status.h"
 #include "longhaul/region_agent/child_process.h"
+#include "longhaul/session/session_options.h"
 
 namespace longhaul::region_agent {
 
@@ -97,12 +98,19 @@ class WorkerLauncher {
 
 std::unique_ptr<WorkerLauncher> MakeWorkerLauncher(const LauncherOptions& options);
 
-// What longhaul-task sets before it executes a worker under srun, from the
-// variables srun gave the task (SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID,
-// SLURM_STEP_TASKS_PER_NODE, SLURM_NTASKS) and LONGHAUL_WORKER_TOKENS (one
-// hello token per rank, comma-separated, set by the agent): LONGHAUL_RANK,
-// RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, WORLD_SIZE, LONGHAUL_WORKER_TOKEN.
-// `get` reads one variable (nullopt when unset). An error names the variable.
+// The variables that differ between the tasks of a step: longhaul-task sets
+// them (SlurmTaskEnvironment, in this order), so the slurm launcher leaves
+// them out of the environment every task shares.
+inline constexpr const char* kPerTaskVariables[] = {session::kRankVariable, "RANK",       "WORLD_SIZE",
+                                                    "LOCAL_RANK",           "LOCAL_WORLD_SIZE",
+                                                    session::kWorkerTokenVariable};
+
+// What longhaul-task sets before it executes a worker under srun
+// (kPerTaskVariables), from the variables srun gave the task (SLURM_PROCID,
+// SLURM_LOCALID, SLURM_NODEID, SLURM_STEP_TASKS_PER_NODE, SLURM_NTASKS) and
+// LONGHAUL_WORKER_TOKENS (one hello token per rank, comma-separated, set by
+// the agent). `get` reads one variable (nullopt when unset). An error names
+// the variable.
 Result<std::vector<std::pair<std::string, std::string>>> SlurmTaskEnvironment(
     const std::function<std::optional<std::string>(const std::string&)>& get);
 inline constexpr const char* kWorkerTokensVariable = "LONGHAUL_WORKER_TOKENS";
