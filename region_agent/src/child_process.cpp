@@ -57,6 +57,21 @@ Result<std::filesystem::path> ResolveProgram(const std::filesystem::path& progra
 
 }  // namespace
 
+Result<int> OpenLogFile(const std::filesystem::path& path) {
+  // The log's folder may belong to the workers' user: no link is followed and
+  // only a regular file of ours with one name is written (a FIFO would block,
+  // a symbolic or hard link could point anywhere).
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+  if (fd < 0) return Unavailable(Errno("cannot open log file " + path.string()));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !IsOwnPlainFile(st)) {
+    ::close(fd);
+    return Unavailable("log file " + path.string() + " is not a regular file of the agent's with a single name: not written");
+  }
+  ::fcntl(fd, F_SETFL, O_WRONLY | O_APPEND);  // blocking writes from here on
+  return fd;
+}
+
 Result<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
   auto program = ResolveProgram(options.program, options.env);
   if (!program.ok()) return program.status();
@@ -84,19 +99,11 @@ Result<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
   const std::string cwd = options.working_dir.string();
 
   int log_fd = -1;
-  if (!options.log_file.empty()) {
-    // The log's folder may belong to the workers' user: no link is followed and
-    // only a regular file of ours with one name is written (a FIFO would block,
-    // a symbolic or hard link could point anywhere).
-    log_fd = ::open(options.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
-    if (log_fd < 0) return Unavailable(Errno("cannot open log file " + options.log_file.string()));
-    struct stat st {};
-    if (::fstat(log_fd, &st) != 0 || !IsOwnPlainFile(st)) {
-      ::close(log_fd);
-      return Unavailable("log file " + options.log_file.string() +
-                         " is not a regular file of the agent's with a single name: not written");
-    }
-    ::fcntl(log_fd, F_SETFL, O_WRONLY | O_APPEND);  // blocking writes from here on
+  if (options.output_fd >= 0) {
+    log_fd = ::fcntl(options.output_fd, F_DUPFD_CLOEXEC, 0);
+    if (log_fd < 0) return Unavailable(Errno("dup of the output descriptor"));
+  } else if (!options.log_file.empty()) {
+    LONGHAUL_ASSIGN_OR_RETURN(log_fd, OpenLogFile(options.log_file));
   }
   int pipe_fds[2] = {-1, -1};
   if (options.capture_stdout && ::pipe2(pipe_fds, O_CLOEXEC) != 0) {

@@ -1,21 +1,19 @@
 #include "longhaul/region_agent/region_job.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
 #include <fstream>
 #include <sstream>
 
+#include "longhaul/common/printable_text.h"
 #include "longhaul/common/random_token.h"
 #include "longhaul/proto/frame.h"
 #include "longhaul/region_agent/region_report.h"
+#include "longhaul/session/local_address.h"
 #include "longhaul/session/session_options.h"
 #include "longhaul/wan_transport/curve.h"
 
@@ -62,31 +60,6 @@ RegionJob::~RegionJob() {
 std::filesystem::path RegionJob::log_file(int rank) const {
   return options_.job_dir / ("worker-" + std::to_string(rank) + ".log");
 }
-
-namespace {
-
-// A port nobody listens on right now, for torch.distributed's TCP store
-// (rank 0 binds it a moment later; the kernel does not hand it out meanwhile
-// unless the ephemeral range wraps).
-Result<int> FreePort(const std::string& host) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return Unavailable("socket: " + std::string(std::strerror(errno)));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = 0;
-  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const std::string why = std::strerror(errno);
-    ::close(fd);
-    return Unavailable("no free port on " + host + " for MASTER_PORT: " + why);
-  }
-  ::close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
-}
-
-}  // namespace
 
 SpawnOptions RegionJob::WorkerSpawn(int rank, int master_port) const {
   session::SessionOptions so;
@@ -160,7 +133,9 @@ Status RegionJob::SpawnWorkers() {
   wan_endpoints_.assign(n, "");
   tokens_.clear();
   for (int rank = 0; rank < n; ++rank) tokens_.push_back(RandomToken());
-  LONGHAUL_ASSIGN_OR_RETURN(int master_port, FreePort(options_.own_host()));
+  auto free_port = session::FreeTcpPort(options_.own_host());
+  if (!free_port.ok()) return free_port.status().WithContext("MASTER_PORT for torch.distributed");
+  const int master_port = *free_port;
   LaunchRequest request;
   request.workers = n;
   request.name = "longhaul-" + options_.region + "-" + config_.job_id + "-" + launch_dir_.filename().string();
@@ -299,11 +274,12 @@ RegionJob::Failure RegionJob::ProcessFailure(const LaunchedProcess& process) con
     f.output = WorkerOutput(process.rank);
     return f;
   }
-  // srun of every worker: Slurm's reason is srun's last error ("Unable to
-  // allocate resources: ...", "task 1: Killed"), its state is squeue's.
+  // srun of every worker: Slurm's reason is in its output (srun's last error,
+  // "Unable to allocate resources: ...", "task 1: Killed"; slurmstepd's
+  // notice, "... DUE TO PREEMPTION"), its state is squeue's.
+  launcher_->FinishOutput(DeadlineAfter(std::chrono::seconds(1)));
+  if (const std::string reason = launcher_->ExitReason(); !reason.empty()) f.what += "; " + PrintableTail(reason, 300);
   const std::string srun = ChildProcess::LogTail(options_.job_dir / "srun.log");
-  const auto error = srun.rfind("srun: error: ");
-  if (error != std::string::npos) f.what += "; " + srun.substr(error + 6, srun.find('\n', error) - error - 6);
   if (const std::string state = launcher_->SchedulerState(); !state.empty()) f.what += "; " + state;
   if (!srun.empty()) f.output = "srun:\n" + srun;
   for (int rank = 0; rank < workers(); ++rank) {

@@ -1,6 +1,10 @@
 #include "slurm_launcher.h"
 
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <spdlog/spdlog.h>
 
@@ -44,9 +48,10 @@ std::vector<std::string> SlurmLauncher::SrunArgs(const LaunchRequest& request) c
       // One task that fails ends the step (and srun, which the agent watches):
       // the region fails its round as it does when a local worker dies.
       "--kill-on-bad-exit=1",
-      // A task's output goes where a local worker's does, appended over relaunches.
-      "--output=" + (request.log_dir / "worker-%t.log").string(),
-      "--open-mode=append",
+      // Every task's output comes back to srun, each line labelled with its
+      // task; the agent writes it where a local worker's goes (LabelledOutput),
+      // so nothing is written on the nodes.
+      "--label",
   };
   // Workers that must be local run on the agent's own host (a node of the
   // cluster), or Slurm says why they cannot.
@@ -83,9 +88,17 @@ Result<std::vector<LaunchedProcess>> SlurmLauncher::Start(const LaunchRequest& r
   args.insert(args.end(), spawn.args.begin(), spawn.args.end());
   spawn.program = "srun";
   spawn.args = std::move(args);
-  spawn.log_file = request.log_dir / "srun.log";  // srun's own messages: allocation, which task failed
+  int pipe_fds[2] = {-1, -1};
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return Unavailable("pipe for srun's output: " + std::string(std::strerror(errno)));
+  spawn.output_fd = pipe_fds[1];
   auto child = ChildProcess::Spawn(spawn);
-  if (!child.ok()) return child.status().WithContext("starting srun for " + request.name);
+  ::close(pipe_fds[1]);  // srun holds the only write end now
+  if (!child.ok()) {
+    ::close(pipe_fds[0]);
+    return child.status().WithContext("starting srun for " + request.name);
+  }
+  // srun's own messages (allocation, which task failed) go to srun.log.
+  LONGHAUL_ASSIGN_OR_RETURN(output_, LabelledOutput::Start(pipe_fds[0], request.log_dir, request.workers));
   job_name_ = request.name;
   LaunchedProcess p{std::move(*child), "", -1};
   p.name = "srun of workers 0-" + std::to_string(request.workers - 1) + " (pid " + std::to_string(p.child.pid()) +
@@ -110,6 +123,10 @@ std::string SlurmLauncher::SchedulerState() {
   std::string out = "slurm job " + id + " " + state;
   if (!reason.empty() && reason != "None") out += " (" + reason + ")";
   return PrintableTail(out, 300);
+}
+
+void SlurmLauncher::FinishOutput(Deadline deadline) {
+  if (output_ && !output_->WaitDrained(deadline)) spdlog::warn("srun's output for {} still open", job_name_);
 }
 
 void SlurmLauncher::Cancel() {

@@ -1,8 +1,10 @@
 // SlurmLauncher: a launch's workers as one srun step (worker_launcher.h).
 #pragma once
 
+#include <memory>
 #include <string>
 
+#include "longhaul/region_agent/labelled_output.h"
 #include "longhaul/region_agent/worker_launcher.h"
 
 namespace longhaul::region_agent {
@@ -15,6 +17,8 @@ class SlurmLauncher final : public WorkerLauncher {
   Result<std::vector<LaunchedProcess>> Start(const LaunchRequest& request) override;
   std::string SchedulerState() override;
   void Cancel() override;
+  void FinishOutput(Deadline deadline) override;
+  std::string ExitReason() const override { return output_ ? output_->SlurmReason() : ""; }
 
  private:
   // srun's options for a launch (the program follows them).
@@ -22,6 +26,7 @@ class SlurmLauncher final : public WorkerLauncher {
   SlurmOptions options_;
   std::string job_name_;  // set once started: what squeue and scancel look for
   bool cancelled_ = false;
+  std::unique_ptr<LabelledOutput> output_;  // srun's forwarded output -> worker-<rank>.log, srun.log
 };
 
 }  // namespace longhaul::region_agent

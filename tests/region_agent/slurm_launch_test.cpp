@@ -3,13 +3,18 @@
 // one srun step and train through its rounds to the end; a step cancelled with
 // scancel fails the region with Slurm's words and a new assignment relaunches
 // it, which rejoins and trains; an allocation the cluster can never satisfy
-// fails the launch with Slurm's reason. And a region over two nodes (each
-// slurmd in a network namespace of its own) runs its rounds.
+// fails the launch with Slurm's reason; a pre-empted step does too. And a
+// region over two nodes (each slurmd in a network namespace and a mount
+// namespace of its own, the agent's folder not shared) runs its rounds, its
+// workers' output in the agent's logs, and a torch.distributed program's
+// group spans both nodes.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
 
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "agent_rig.h"
@@ -48,6 +53,13 @@ void CompleteJob(FakeOrchestrator& orch, const Subprocess& agent, const std::str
   done.mutable_round_command()->set_job_completed(true);
   orch.Send("eu", done);
   REQUIRE(agent.WaitForLine("job " + job + ": all processes stopped", 30s));
+}
+
+std::string ReadFile(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 // Starts an agent for `region` with `flags`, assigns it a two-worker job and
@@ -121,10 +133,29 @@ TEST_CASE("region_agent: slurm launcher runs a region's workers as a Slurm step,
   REQUIRE(ready);
   CHECK((*cluster)->JobState("longhaul-eu-j2-launch-3").find("RUNNING") != std::string::npos);
   RunRounds(orch, "j2", ready->msg.job_ready().endpoint(), 1, 1, 2);
+
+  // Pre-empted: a job of a partition with a higher priority tier needs every
+  // CPU, Slurm cancels the launch's job (PreemptMode=CANCEL), srun ends, and
+  // the region fails saying so in Slurm's words.
+  REQUIRE((*cluster)->Run("salloc --no-shell --partition=urgent --ntasks=4 --job-name=urgent", &out) == 0);
+  sick = orch.WaitFor([](const FakeOrchestrator::Incoming& in) {
+    return in.msg.has_heartbeat() && !in.msg.heartbeat().healthy() &&
+           in.msg.heartbeat().detail().find("longhaul-eu-j2-launch-3") != std::string::npos;
+  }, 60s);
+  REQUIRE(sick);
+  INFO(sick->msg.heartbeat().detail());
+  CHECK(sick->msg.heartbeat().detail().find("DUE TO PREEMPTION") != std::string::npos);
+  REQUIRE(agent.WaitForLine("job j2: all processes stopped", 30s));
+  // Once the CPUs are free again, the job assigned again runs.
+  REQUIRE((*cluster)->Run("scancel --quiet --name=urgent", &out) == 0);
+  orch.Send("eu", Wrap(TinyJob("j2", "eu", 0, 1, 2)));
+  ready = orch.WaitFor(Body(v1::ControlMessage::kJobReady), 60s);
+  REQUIRE(ready);
+  RunRounds(orch, "j2", ready->msg.job_ready().endpoint(), 1, 1, 3);
   agent.Signal(SIGTERM);
   CHECK(agent.Wait(15s) == 0);
   // The agent cancelled its launch on the way out.
-  CHECK((*cluster)->JobState("longhaul-eu-j2-launch-3").find("RUNNING") == std::string::npos);
+  CHECK((*cluster)->JobState("longhaul-eu-j2-launch-4").find("RUNNING") == std::string::npos);
 
   // An allocation the cluster can never give (a partition it does not have):
   // the launch fails with Slurm's reason.
@@ -151,18 +182,26 @@ TEST_CASE("region_agent: slurm launcher spreads a region's workers over two node
   const TempDir tmp("slurm-nodes");
   const auto& dir = tmp.path();
   // Two nodes, each in a network namespace with an address of its own; the
-  // agent and slurmctld on the bridge that joins them.
+  // agent and slurmctld on the bridge that joins them. The agent's work
+  // folder is not shared with the nodes: each sees an empty one of its own.
   auto nets = longhaul::orchestrator::RegionNetworks::Create({{"n0", 0, 0, 0}, {"n1", 0, 0, 0}});
   REQUIRE(nets.ok());
   const auto& net = **nets;
+  const auto work = dir / "eu";
+  std::filesystem::create_directories(work);
   auto cluster = SlurmCluster::Start(dir / "cluster", 2,
-                                     {{"n0", net.address(0), net.netns(0)}, {"n1", net.address(1), net.netns(1)}},
+                                     {{"n0", net.address(0), net.netns(0), {work}},
+                                      {"n1", net.address(1), net.netns(1), {work}}},
                                      net.host_address());
   REQUIRE(cluster.ok());
   FakeOrchestrator orch;
-  auto agent = StartAgent("eu", orch, 2, dir, {},
-                          {"--launcher", "slurm", "--slurm-nodes", "2", "--slurm-ntasks-per-node", "1", "--data-host",
-                           "auto", "--worker-bind", net.host_address()});
+  std::vector<std::string> flags = {"--launcher",   "slurm", "--slurm-nodes",  "2",
+                                    "--slurm-ntasks-per-node", "1", "--data-host", "auto",
+                                    "--worker-bind", net.host_address()};
+#ifdef LONGHAUL_PYTHON
+  flags.insert(flags.end(), {"--allow-command", LONGHAUL_PYTHON, "--allow-working-dir", dir.string()});
+#endif
+  auto agent = StartAgent("eu", orch, 2, dir, {}, flags);
   REQUIRE(orch.WaitFor(Body(v1::ControlMessage::kRegisterRegion), 10s));
   orch.Send("eu", Wrap(TinyJob("j1", "eu", 0, 1, 2)));
   auto ready = orch.WaitFor(Body(v1::ControlMessage::kJobReady), 60s);
@@ -179,6 +218,69 @@ TEST_CASE("region_agent: slurm launcher spreads a region's workers over two node
   CHECK(nodes == "n[0-1]\n");
   RunRounds(orch, "j1", ready->msg.job_ready().endpoint(), 1, 2, 1);
   CompleteJob(orch, agent, "j1");
+  // Each worker's output came back through srun into the agent's folder
+  // (the nodes' own copies of it are empty tmpfs).
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string log = ReadFile(work / "j1" / ("worker-" + std::to_string(rank) + ".log"));
+    INFO("worker " << rank << ":\n" << log);
+    CHECK(log.find("round 2 epoch 1: hash ") != std::string::npos);
+    CHECK(log.find(std::to_string(rank) + ": ") != 0);  // the label is gone
+  }
+#ifdef LONGHAUL_PYTHON
+  // A torch.distributed program: rank 0 listens on its own node, the other
+  // rank finds it through the agent's store (MASTER_ADDR), and the group's
+  // all_reduce spans both nodes; then the program trains through the rounds.
+  const auto script = dir / "torch_group.py";
+  std::ofstream(script) << R"(import os
+import torch
+import torch.distributed as dist
+import longhaul.torch as lh
+cfg = lh.job_config()
+dist.init_process_group("gloo", init_method="env://")
+rank, size = dist.get_rank(), dist.get_world_size()
+t = torch.tensor([float(rank + 1)])
+dist.all_reduce(t)
+print(f"torch group: rank {rank} of {size}, sum {t.item():g}, master {os.environ['MASTER_ADDR']}", flush=True)
+torch.manual_seed(cfg.seed)
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+diloco = lh.DiLoCo(model)
+x = torch.randn(4, 8, generator=torch.Generator().manual_seed(rank))
+while not diloco.finished:
+    loss = model(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+        p.grad.div_(size)
+    opt.step()
+    diloco.step(loss=loss)
+)";
+  auto torch_job = TinyJob("j2", "eu", 0, 1, 2);
+  auto* cmd = torch_job.mutable_spec()->mutable_worker()->mutable_command();
+  cmd->add_argv(LONGHAUL_PYTHON);
+  cmd->add_argv(script.string());
+  (*cmd->mutable_env())["OMP_NUM_THREADS"] = "1";
+  cmd->set_working_dir(dir.string());
+  orch.Send("eu", Wrap(torch_job));
+  ready = orch.WaitFor([](const FakeOrchestrator::Incoming& in) {
+    return in.msg.has_job_ready() || in.msg.has_job_rejected();
+  }, 90s);
+  if (ready && ready->msg.has_job_rejected()) FAIL("rejected: " << ready->msg.job_rejected().error().message());
+  if (!ready) FAIL("no JobReady; worker 0:\n" << ReadFile(work / "j2" / "worker-0.log") << "\nworker 1:\n"
+                                             << ReadFile(work / "j2" / "worker-1.log") << "\nsrun:\n"
+                                             << ReadFile(work / "j2" / "srun.log"));
+  RunRounds(orch, "j2", ready->msg.job_ready().endpoint(), 1, 2, 1);
+  CompleteJob(orch, agent, "j2");
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string log = ReadFile(work / "j2" / ("worker-" + std::to_string(rank) + ".log"));
+    INFO("worker " << rank << ":\n" << log);
+    CHECK(log.find("torch group: rank " + std::to_string(rank) + " of 2, sum 3, master " + net.address(0)) !=
+          std::string::npos);
+  }
+#else
+  WARN("no Python SDK in this build: the torch.distributed part is not run");
+#endif
   agent.Signal(SIGTERM);
   CHECK(agent.Wait(15s) == 0);
 }

@@ -84,7 +84,9 @@ Result<std::unique_ptr<SlurmCluster>> SlurmCluster::Start(const std::filesystem:
          << "SchedulerType=sched/backfill\nSelectType=select/cons_tres\nSelectTypeParameters=CR_Core\n"
          << "SlurmdParameters=config_overrides\nReturnToService=2\nMpiDefault=none\n"
          << "EnforcePartLimits=ALL\nMinJobAge=300\nKillWait=2\n"
-         << "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n";
+         << "PreemptType=preempt/partition_prio\nPreemptMode=CANCEL\n"
+         << "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP PriorityTier=1\n"
+         << "PartitionName=urgent Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=2\n";
     for (const auto& n : nodes) {
       conf << "NodeName=" << n.name << " NodeAddr=" << n.address << " CPUs=" << cpus << " State=UNKNOWN\n";
     }
@@ -99,6 +101,12 @@ Result<std::unique_ptr<SlurmCluster>> SlurmCluster::Start(const std::filesystem:
     std::vector<std::string> argv = {"/usr/sbin/slurmd", "-D", "-N", n.name, "-f", c->conf_.string()};
     // nsenter, not `ip netns exec`: that mounts a /sys of its own without the
     // cgroup tree slurmd needs; only the network is the node's own.
+    if (!n.private_dirs.empty()) {
+      std::string mounts;
+      for (const auto& p : n.private_dirs) mounts += "mount -t tmpfs longhaul-node '" + p.string() + "' && ";
+      argv.insert(argv.begin(), {"unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                                 mounts + "exec \"$@\"", "sh"});
+    }
     if (!n.netns.empty()) argv.insert(argv.begin(), {"nsenter", "--net=/run/netns/" + n.netns});
     auto slurmd = Subprocess::Spawn(argv, {.log_path = (dir / ("slurmd-" + n.name + ".out")).string()});
     if (!slurmd.ok()) return slurmd.status();
@@ -128,7 +136,7 @@ std::string SlurmCluster::JobState(const std::string& job_name) const {
 SlurmCluster::~SlurmCluster() {
   if (slurmctld_.Running()) {
     std::string out;
-    Run("scancel --quiet --partition=debug", &out);
+    Run("scancel --quiet --partition=debug,urgent", &out);
     WaitUntil([&] {
       std::string jobs;
       return Run("squeue --noheader --format=%i", &jobs) == 0 && jobs.empty();

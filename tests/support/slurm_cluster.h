@@ -5,7 +5,8 @@
 // node: this host at 127.0.0.1 with `cpus` CPUs; or the given nodes, each
 // slurmd in a network namespace of its own; proctrack/linuxproc, task/none,
 // EnforcePartLimits=ALL so a request the cluster can never satisfy is refused
-// at once), starts munged, slurmctld and slurmd as the test's children in the
+// at once; partitions `debug`, the default, and `urgent`, whose jobs pre-empt
+// debug's: PreemptType=preempt/partition_prio, PreemptMode=CANCEL), starts munged, slurmctld and slurmd as the test's children in the
 // foreground, waits (bounded) until the node is idle, and sets SLURM_CONF in
 // the test's environment, so srun/squeue/scancel and every process the test
 // starts (an agent) use this cluster. The destructor cancels every job, waits
@@ -28,6 +29,10 @@ struct SlurmNode {
   std::string name;
   std::string address;
   std::string netns;
+  // Folders of this host the node does not share: its slurmd (and every task
+  // it starts) sees an empty tmpfs over each, in a mount namespace of its own,
+  // as a node without a shared filesystem would.
+  std::vector<std::filesystem::path> private_dirs = {};
 };
 
 class SlurmCluster {

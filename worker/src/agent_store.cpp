@@ -84,16 +84,23 @@ Result<std::vector<char>> AgentStore::Get(const std::string& key, std::chrono::m
                           std::to_string(timeout.count()) + " ms");
 }
 
-Result<LaunchFromAgent> FetchLaunch(const SessionOptions& options) {
+Result<std::shared_ptr<AgentStore>> AgentStore::ForWorker(const SessionOptions& options, Duration request_timeout) {
   v1::StoreRequest identity;
   identity.set_job_id(options.job_id);
   identity.set_worker_rank(static_cast<uint32_t>(options.rank));
   identity.set_token(options.worker_token);
-  const Duration timeout = std::min<Duration>(options.collective_timeout, std::chrono::seconds(10));
+  return Connect(options.agent_endpoint, options.agent_public_key, options.region + "/" + std::to_string(options.rank),
+                 std::move(identity), request_timeout);
+}
+
+Duration StoreRequestTimeout(const SessionOptions& options) {
+  return std::min<Duration>(options.collective_timeout, std::chrono::seconds(10));
+}
+
+Result<LaunchFromAgent> FetchLaunch(const SessionOptions& options) {
+  const Duration timeout = StoreRequestTimeout(options);
   LaunchFromAgent out;
-  LONGHAUL_ASSIGN_OR_RETURN(out.store, AgentStore::Connect(options.agent_endpoint, options.agent_public_key,
-                                                           options.region + "/" + std::to_string(options.rank),
-                                                           std::move(identity), timeout));
+  LONGHAUL_ASSIGN_OR_RETURN(out.store, AgentStore::ForWorker(options, timeout));
   LONGHAUL_ASSIGN_OR_RETURN(auto assignment, out.store->Get(kAssignmentStoreKey, timeout));
   if (!out.assignment.ParseFromArray(assignment.data(), static_cast<int>(assignment.size()))) {
     return DataLoss("the job assignment from the agent at " + options.agent_endpoint + " does not parse");

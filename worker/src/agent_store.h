@@ -23,6 +23,8 @@ class AgentStore final : public trainer::RendezvousStore {
   static Result<std::shared_ptr<AgentStore>> Connect(const std::string& endpoint, const std::string& server_key,
                                                      std::string sender, v1::StoreRequest identity,
                                                      Duration request_timeout);
+  // The store of `options`' launch, as its worker (job, rank and token from the options).
+  static Result<std::shared_ptr<AgentStore>> ForWorker(const SessionOptions& options, Duration request_timeout);
   Status Set(const std::string& key, const std::vector<char>& value) override;
   // Asks until the key is set or `timeout` passes (kDeadlineExceeded naming it).
   Result<std::vector<char>> Get(const std::string& key, std::chrono::milliseconds timeout) override;
@@ -51,5 +53,8 @@ struct LaunchFromAgent {
   std::shared_ptr<AgentStore> store;
 };
 Result<LaunchFromAgent> FetchLaunch(const SessionOptions& options);
+
+// How long one store request of a worker may take: its collective timeout, at most 10 s.
+Duration StoreRequestTimeout(const SessionOptions& options);
 
 }  // namespace longhaul::session

@@ -72,14 +72,7 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
     assignment = std::move(launch.assignment);
     LONGHAUL_ASSIGN_OR_RETURN(auto config, worker::ParseJobAssignment(assignment));
     LONGHAUL_RETURN_IF_ERROR(CheckRank(options, config));  // before a group is formed with it
-    // This worker's address: the agent's data host, or with "auto" the one on
-    // this host's route to the agent (a region spread over hosts).
-    std::string host = options.wan_host;
-    if (host == kAutoHost) {
-      auto own = LocalAddressToward(options.agent_endpoint);
-      if (!own.ok()) return own.status().WithContext("LONGHAUL_WAN_HOST=auto");
-      host = *own;
-    }
+    LONGHAUL_ASSIGN_OR_RETURN(const std::string host, WorkerHost(options.wan_host, options.agent_endpoint));
     trainer::GlooGroupOptions gloo;
     gloo.host = host;  // the group's pairs connect host to host
     gloo.store = std::move(launch.store);

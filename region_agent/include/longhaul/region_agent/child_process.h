@@ -35,6 +35,9 @@ struct SpawnOptions {
   std::filesystem::path working_dir;  // empty = the agent's
   std::filesystem::path log_file;     // stdout+stderr appended here; empty = inherit
   bool capture_stdout = false;        // stdout to a pipe read by ReadLine (stderr -> log_file)
+  // Instead of log_file: stdout+stderr to this descriptor (the write end of a
+  // pipe the caller reads; the caller still owns and closes it).
+  int output_fd = -1;
   std::optional<RunAs> run_as;        // switch to this user before exec (no_new_privs set)
   // Open cgroup.procs files: the child moves itself into each before it
   // switches user or execs, so nothing it starts is ever outside them.
@@ -92,6 +95,11 @@ class ChildProcess {
   std::string stdout_buffer_;
   std::optional<int> exit_status_;  // raw waitpid status
 };
+
+// Opens `path` for appending as the agent opens every log it writes: no link
+// followed, no blocking on a FIFO, only a regular file of the agent's with a
+// single name (the folder may belong to the workers' user). An error names it.
+Result<int> OpenLogFile(const std::filesystem::path& path);
 
 // Directory of the running executable (/proc/self/exe), where sibling binaries
 // (longhaul-worker, longhaul-linkem) are installed.

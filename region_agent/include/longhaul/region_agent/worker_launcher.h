@@ -6,8 +6,10 @@
 // agent's own host unless the workers can reach it from others: --data-host
 // auto and a --worker-bind that is not loopback), each task
 // started through longhaul-task, which turns Slurm's task numbers into the
-// worker's rank, torchrun's variables and its own hello token. The agent
-// watches srun (it exits when the step ends: a task that fails ends the step,
+// worker's rank, torchrun's variables (MASTER_ADDR agreed through the
+// agent's store: rank 0 may be on any node) and its own hello token. Every
+// task's output comes back through srun (--label) into the agent's
+// worker-<rank>.log files (LabelledOutput). The agent watches srun (it exits when the step ends: a task that fails ends the step,
 // --kill-on-bad-exit), ends it with SIGTERM (srun passes it to every task) and
 // scancel, and asks squeue for Slurm's own words (state and reason) when a
 // launch fails or never starts.
@@ -80,7 +82,7 @@ struct LaunchRequest {
   // How the local launcher starts `rank` (program, environment, log file).
   std::function<SpawnOptions(int rank)> spawn;
   std::filesystem::path task_binary;  // longhaul-task (slurm)
-  std::filesystem::path log_dir;      // srun writes worker-<rank>.log here, and its own srun.log
+  std::filesystem::path log_dir;      // worker-<rank>.log of each task's output, srun's own srun.log
 };
 
 class WorkerLauncher {
@@ -94,6 +96,14 @@ class WorkerLauncher {
   virtual std::string SchedulerState() = 0;
   // Ends whatever the scheduler still runs for the launch (bounded, idempotent).
   virtual void Cancel() = 0;
+  // Once the launch's processes have exited: waits (up to `deadline`) until
+  // what they printed is in their log files (srun's forwarded output is
+  // written by a thread of the launcher's).
+  virtual void FinishOutput(Deadline /*deadline*/) {}
+  // Once ended: the scheduler's own words on why, from the launch's output
+  // ("error: n1: task 1: Killed; STEP 3.0 ON n0 CANCELLED AT ... DUE TO
+  // PREEMPTION"); "" where there are none.
+  virtual std::string ExitReason() const { return ""; }
 };
 
 std::unique_ptr<WorkerLauncher> MakeWorkerLauncher(const LauncherOptions& options);

@@ -16,4 +16,18 @@ inline constexpr const char* kAutoHost = "auto";
 // then asked for its local address). An error names the endpoint.
 Result<std::string> LocalAddressToward(const std::string& endpoint);
 
+// A worker's own address: `wan_host` as the agent gave it, or with "auto" the
+// one on this host's route to `agent_endpoint` (a region spread over hosts).
+Result<std::string> WorkerHost(const std::string& wan_host, const std::string& agent_endpoint);
+
+// A TCP port nobody listens on right now at IPv4 `host` (any other name: on
+// every address), for torch.distributed's store: rank 0 binds it a moment
+// later; the kernel does not hand it out meanwhile unless the ephemeral range
+// wraps. An error names the host.
+Result<int> FreeTcpPort(const std::string& host);
+
+// The name of this host's network interface that holds IPv4 `address` ("lo",
+// "eth0"): what torch's GLOO_SOCKET_IFNAME wants. kNotFound when none does.
+Result<std::string> InterfaceWithAddress(const std::string& address);
+
 }  // namespace longhaul::session

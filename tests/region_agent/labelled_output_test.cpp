@@ -1,0 +1,111 @@
+// srun --label's output split into the agent's log files: each task's lines,
+// label removed, in worker-<task>.log; srun's own lines in srun.log.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "longhaul/region_agent/labelled_output.h"
+#include "support/temp_dir.h"
+
+namespace ra = longhaul::region_agent;
+using longhaul::testing::TempDir;
+
+namespace {
+
+std::string Read(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void WriteAll(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    REQUIRE(n > 0);
+    done += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("region_agent: a task label is the task number and a colon, padding allowed", "[launcher]") {
+  auto one = ra::SplitTaskLabel("1: loss 2.3\n");
+  REQUIRE(one);
+  CHECK(one->first == 1);
+  CHECK(one->second == "loss 2.3\n");
+  auto padded = ra::SplitTaskLabel(" 12: round 3: hash ab\n");
+  REQUIRE(padded);
+  CHECK(padded->first == 12);
+  CHECK(padded->second == "round 3: hash ab\n");
+  auto bare = ra::SplitTaskLabel("0:\n");
+  REQUIRE(bare);
+  CHECK(bare->second == "\n");
+  CHECK_FALSE(ra::SplitTaskLabel("srun: error: n1: task 1: Killed\n"));
+  CHECK_FALSE(ra::SplitTaskLabel(": nothing\n"));
+  CHECK_FALSE(ra::SplitTaskLabel("12345678: too long a number\n"));
+  CHECK_FALSE(ra::SplitTaskLabel("7\n"));
+  CHECK_FALSE(ra::SplitTaskLabel(""));
+}
+
+TEST_CASE("region_agent: srun's labelled output goes to each task's log and srun's own lines to srun.log",
+          "[launcher]") {
+  const TempDir tmp("labelled");
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  auto out = ra::LabelledOutput::Start(fds[0], tmp.path(), 2);
+  REQUIRE(out.ok());
+  // Lines arrive in pieces that split them anywhere; a task beyond the launch's
+  // and an unlabelled line are srun's.
+  WriteAll(fds[1], "0: step 1 loss 2.");
+  WriteAll(fds[1], "5\n1: Traceback (most recent call last):\nsrun: error: n1: task 1: Exited with exit code 1\n");
+  WriteAll(fds[1], "3: not a task of this launch\n");
+  // slurmstepd's notice arrives as a task's stderr: Slurm's words, kept in srun.log too.
+  WriteAll(fds[1], "1: slurmstepd-n1: error: *** STEP 7.0 ON n1 CANCELLED AT 2026-12-07T02:54:20 DUE TO PREEMPTION ***\n");
+  WriteAll(fds[1], "srun: error: n1: task 1: Terminated\n0: last words without a newline");
+  ::close(fds[1]);
+  REQUIRE((*out)->WaitDrained(longhaul::DeadlineAfter(std::chrono::seconds(10))));
+  CHECK(Read(tmp.path() / "worker-0.log") == "step 1 loss 2.5\nlast words without a newline");
+  const std::string notice =
+      "slurmstepd-n1: error: *** STEP 7.0 ON n1 CANCELLED AT 2026-12-07T02:54:20 DUE TO PREEMPTION ***\n";
+  CHECK(Read(tmp.path() / "worker-1.log") == "Traceback (most recent call last):\n" + notice);
+  CHECK(Read(tmp.path() / "srun.log") == "srun: error: n1: task 1: Exited with exit code 1\n"
+                                         "3: not a task of this launch\n" + notice +
+                                         "srun: error: n1: task 1: Terminated\n");
+  // What Slurm said last: srun's last error, slurmstepd's notice.
+  CHECK((*out)->SlurmReason() ==
+        "error: n1: task 1: Terminated; STEP 7.0 ON n1 CANCELLED AT 2026-12-07T02:54:20 DUE TO PREEMPTION");
+}
+
+TEST_CASE("region_agent: a launch Slurm said nothing about has no reason", "[launcher]") {
+  const TempDir tmp("labelled-quiet");
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  auto out = ra::LabelledOutput::Start(fds[0], tmp.path(), 1);
+  REQUIRE(out.ok());
+  WriteAll(fds[1], "0: *** not Slurm's ***\n0: srun: error: a task's own text\n");
+  ::close(fds[1]);
+  REQUIRE((*out)->WaitDrained(longhaul::DeadlineAfter(std::chrono::seconds(10))));
+  CHECK((*out)->SlurmReason().empty());
+  CHECK_FALSE(std::filesystem::exists(tmp.path() / "srun.log"));
+}
+
+TEST_CASE("region_agent: a log that is a link is not written through", "[launcher]") {
+  const TempDir tmp("labelled-link");
+  std::ofstream(tmp.path() / "target") << "";
+  std::filesystem::create_symlink(tmp.path() / "target", tmp.path() / "worker-0.log");
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  auto out = ra::LabelledOutput::Start(fds[0], tmp.path(), 1);
+  REQUIRE(out.ok());
+  WriteAll(fds[1], "0: secret\n");
+  ::close(fds[1]);
+  REQUIRE((*out)->WaitDrained(longhaul::DeadlineAfter(std::chrono::seconds(10))));
+  CHECK(Read(tmp.path() / "target").empty());
+}
