@@ -4,6 +4,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
+
 #include "real_cluster.h"
 
 using namespace longhaul;
@@ -85,6 +88,48 @@ TEST_CASE("e2e: each region on a host of its own, an agent killed mid-round, the
   REQUIRE(rounds.size() == 8);
   CHECK(rounds.front().participants.size() == 3);
   CHECK(rounds.back().participants == std::vector<std::string>{"eu-west", "us-east"});
+}
+
+TEST_CASE("e2e: a region's network cut and restored, each region on a host of its own: the job goes on "
+          "without it, then it rejoins",
+          "[e2e][netns]") {
+  if (::geteuid() != 0) {
+    WARN("SKIPPED: network namespaces need root");
+    return;
+  }
+  // A partition, not a crash: every process of the region lives on, its
+  // connections stall without a reset, and come back when the link does.
+  RealCluster c("e2e-partition", {.netns = true});
+  c.StartOrchestrator();
+  for (const auto& r : kClusterRegions) c.StartAgent(r);
+  const std::string job = c.Submit(100000, 150);  // far longer than the test: it is cancelled
+  auto st = c.WaitFor(job, [](const v1::JobStatus& s) { return s.round() >= 2 || JobDone(s); }, 180s);
+  INFO("job " << job << ": " << st.reason() << " (logs in " << c.dir << ")");
+  REQUIRE(st.state() == "running");
+  const uint32_t cut_round = st.round();
+  const size_t region = 2;
+  const std::string& name = kClusterRegions[region];
+  REQUIRE(c.networks->SetConnected(region, false).ok());
+  // The others commit rounds without it.
+  auto without = [&](const orchestrator::CommittedRound& r) {
+    return r.round > cut_round && std::find(r.participants.begin(), r.participants.end(), name) == r.participants.end();
+  };
+  auto rounds = c.WaitForRounds(job, [&](const auto& rs) { return std::any_of(rs.begin(), rs.end(), without); }, 120s);
+  const auto first_without = std::find_if(rounds.begin(), rounds.end(), without);
+  REQUIRE(first_without != rounds.end());
+  const uint32_t without_round = first_without->round;
+  REQUIRE(c.networks->SetConnected(region, true).ok());
+  // Back on the network, the same agent and workers rejoin.
+  auto whole = [&](const orchestrator::CommittedRound& r) {
+    return r.round > without_round && r.participants.size() == kClusterRegions.size();
+  };
+  rounds = c.WaitForRounds(job, [&](const auto& rs) { return std::any_of(rs.begin(), rs.end(), whole); }, 180s);
+  const auto back = std::find_if(rounds.begin(), rounds.end(), whole);
+  REQUIRE(back != rounds.end());
+  std::printf("partition: cut after round %u, round %u committed without %s, back in round %u (%.1f s after it)\n",
+              cut_round, without_round, name.c_str(), back->round, back->committed_at - first_without->committed_at);
+  for (size_t i = 0; i < rounds.size(); ++i) CHECK(rounds[i].round == i + 1);
+  CHECK(c.Cancel(job).state() == "cancelled");
 }
 
 TEST_CASE("e2e: the orchestrator is SIGKILLed and restarted mid-job, the job resumes", "[e2e]") {

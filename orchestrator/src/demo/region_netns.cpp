@@ -120,6 +120,7 @@ Result<std::unique_ptr<RegionNetworks>> RegionNetworks::Create(const std::vector
     LONGHAUL_RETURN_IF_ERROR(Must({"ip", "netns", "add", ns}));
     n->namespaces_.push_back(ns);  // deleted by the destructor from here on
     n->addresses_.push_back(address);
+    n->host_sides_.push_back(host_side);
     LONGHAUL_RETURN_IF_ERROR(Must({"ip", "link", "add", host_side, "type", "veth", "peer", "name", ns_side}));
     LONGHAUL_RETURN_IF_ERROR(Must({"ip", "link", "set", ns_side, "netns", ns}));
     LONGHAUL_RETURN_IF_ERROR(Must({"ip", "link", "set", host_side, "master", n->bridge_}));
@@ -141,6 +142,11 @@ RegionNetworks::~RegionNetworks() {
   // A namespace's veth end goes with it, and its peer with that.
   for (const auto& ns : namespaces_) (void)Ip({"ip", "netns", "del", ns});
   (void)Ip({"ip", "link", "del", bridge_});
+}
+
+Status RegionNetworks::SetConnected(size_t region, bool connected) const {
+  if (region >= host_sides_.size()) return InvalidArgument("no region " + std::to_string(region) + " in this network");
+  return Must({"ip", "link", "set", host_sides_[region], connected ? "up" : "down"});
 }
 
 std::vector<std::string> RegionNetworks::Inside(size_t region, const std::vector<std::string>& argv) const {

@@ -34,10 +34,15 @@ class RegionNetworks {
   const std::string& netns(size_t region) const { return namespaces_.at(region); }
   // argv run inside region i's namespace.
   std::vector<std::string> Inside(size_t region, const std::vector<std::string>& argv) const;
+  // Cuts region i off the bridge (its veth's bridge end down: nothing in or
+  // out, and no reset is sent, as when a datacenter's uplink fails) or joins
+  // it again.
+  Status SetConnected(size_t region, bool connected) const;
 
  private:
   RegionNetworks() = default;
   std::string bridge_;
+  std::vector<std::string> host_sides_;  // each region's veth end on the bridge
   std::string host_address_;
   std::vector<std::string> namespaces_;
   std::vector<std::string> addresses_;
