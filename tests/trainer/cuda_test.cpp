@@ -1,11 +1,12 @@
 // CUDA paths (built only with LONGHAUL_HAVE_CUDA): without a usable GPU they must fail
 // with a Status, never crash; with one, cuBLAS matches OpenBLAS and a one-rank NCCL
-// group runs its collectives on device memory.
+// group runs its collectives on device memory. The unique id's rendezvous needs no GPU.
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <thread>
 #include <vector>
 
 #include "longhaul/trainer/gemm.h"
@@ -36,6 +37,32 @@ TEST_CASE("trainer: nccl unique id is 128 bytes and bad group options are reject
     REQUIRE_FALSE(none.ok());
     CHECK(none.status().code() == StatusCode::kUnavailable);
   }
+}
+
+TEST_CASE("trainer: the nccl unique id travels through the region's rendezvous store", "[trainer][cuda]") {
+  auto store = MakeInProcessRendezvousStore();
+  std::vector<Result<std::vector<uint8_t>>> ids(3, Unavailable("not run"));
+  std::vector<std::thread> ranks;
+  for (int rank = 2; rank >= 0; --rank) {  // the readers first: they wait for rank 0
+    ranks.emplace_back([&, rank] { ids[rank] = ShareNcclUniqueId(*store, "job7/launch-1", rank, std::chrono::seconds(10)); });
+  }
+  for (auto& t : ranks) t.join();
+  if (!ids[0].ok()) {
+    WARN("ncclGetUniqueId unavailable here: " << ids[0].status().ToString());
+    return;
+  }
+  REQUIRE(ids[1].ok());
+  REQUIRE(ids[2].ok());
+  CHECK(ids[0]->size() == 128);
+  CHECK(*ids[1] == *ids[0]);
+  CHECK(*ids[2] == *ids[0]);
+  // Without rank 0 a reader names the key it waited for; a value of another length is refused.
+  auto lonely = MakeInProcessRendezvousStore();
+  auto missing = ShareNcclUniqueId(*lonely, "job8", 1, std::chrono::milliseconds(50));
+  CHECK(missing.status().code() == StatusCode::kDeadlineExceeded);
+  CHECK(missing.status().message().find("job8/nccl-unique-id") != std::string::npos);
+  REQUIRE(lonely->Set("job9/nccl-unique-id", {'x'}).ok());
+  CHECK(ShareNcclUniqueId(*lonely, "job9", 1, std::chrono::seconds(1)).status().code() == StatusCode::kDataLoss);
 }
 
 TEST_CASE("trainer: cuBLAS engine matches OpenBLAS on the model, or reports no GPU", "[trainer][cuda]") {

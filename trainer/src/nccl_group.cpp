@@ -75,6 +75,23 @@ Result<std::vector<uint8_t>> NewNcclUniqueId() {
                               reinterpret_cast<const uint8_t*>(id.internal) + NCCL_UNIQUE_ID_BYTES);
 }
 
+Result<std::vector<uint8_t>> ShareNcclUniqueId(RendezvousStore& store, const std::string& prefix, int rank,
+                                               std::chrono::milliseconds timeout) {
+  const std::string key = prefix + "/nccl-unique-id";
+  if (rank == 0) {
+    LONGHAUL_ASSIGN_OR_RETURN(auto id, NewNcclUniqueId());
+    LONGHAUL_RETURN_IF_ERROR(store.Set(key, std::vector<char>(id.begin(), id.end())).WithContext("nccl group " + key));
+    return id;
+  }
+  auto value = store.Get(key, timeout);
+  if (!value.ok()) return value.status().WithContext("nccl group: rank 0's " + key);
+  if (value->size() != NCCL_UNIQUE_ID_BYTES) {
+    return DataLoss("nccl group: " + key + " holds " + std::to_string(value->size()) + " bytes, not " +
+                    std::to_string(NCCL_UNIQUE_ID_BYTES));
+  }
+  return std::vector<uint8_t>(value->begin(), value->end());
+}
+
 Status NcclGroupOptions::Validate() const {
   if (unique_id.size() != NCCL_UNIQUE_ID_BYTES)
     return InvalidArgument("nccl group: 'unique_id' must be " + std::to_string(NCCL_UNIQUE_ID_BYTES) +

@@ -1,15 +1,18 @@
 // NCCL backend of IntraRegionGroup, compiled only with CUDA (LONGHAUL_HAVE_CUDA).
 //
-// Rendezvous: the region agent calls NewNcclUniqueId() once per job and membership
-// epoch and hands the 128 bytes to every worker, which calls MakeNcclGroup with its
-// rank. All spans passed to the group's collectives must point to DEVICE memory on
+// Rendezvous: one NewNcclUniqueId() per group (job and launch), shared through
+// the region's rendezvous store as the Gloo group meets (ShareNcclUniqueId: the
+// agent's LaunchStore for its workers, on any node); each worker then calls
+// MakeNcclGroup with the 128 bytes and its rank. All spans passed to the group's collectives must point to DEVICE memory on
 // `device`; each call is enqueued on the group's stream and waited for before it
 // returns, so the results are ready when it does. AllReduceMean uses ncclAvg.
 #pragma once
 
 #ifdef LONGHAUL_HAVE_CUDA
 
+#include <chrono>
 #include <cstdint>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -19,6 +22,12 @@ namespace longhaul::trainer {
 
 // The opaque ncclUniqueId, as bytes (works without a GPU).
 Result<std::vector<uint8_t>> NewNcclUniqueId();
+
+// Rank 0 makes the group's id and sets it under "<prefix>/nccl-unique-id";
+// every other rank reads it from there (waiting up to `timeout`). An error
+// names the key or the bad length.
+Result<std::vector<uint8_t>> ShareNcclUniqueId(RendezvousStore& store, const std::string& prefix, int rank,
+                                               std::chrono::milliseconds timeout);
 
 struct NcclGroupOptions {
   std::vector<uint8_t> unique_id;  // from NewNcclUniqueId(), NCCL_UNIQUE_ID_BYTES long
