@@ -129,6 +129,24 @@ LONGHAUL_INLINE void DecodeBf16Impl(const std::byte* in, std::span<float> out) {
   }
 }
 
+LONGHAUL_INLINE void DecodeAddBf16Impl(const std::byte* in, const float* addend, std::span<float> out) {
+  float* y = out.data();
+  for (size_t i = 0; i < out.size(); ++i) {
+    uint16_t h;
+    std::memcpy(&h, in + 2 * i, sizeof h);
+    y[i] = FromBits(static_cast<uint32_t>(h) << 16) + addend[i];
+  }
+}
+
+LONGHAUL_INLINE void AddFp32Impl(const std::byte* in, const float* addend, std::span<float> out) {
+  float* y = out.data();
+  for (size_t i = 0; i < out.size(); ++i) {
+    float x;
+    std::memcpy(&x, in + 4 * i, sizeof x);
+    y[i] = x + addend[i];
+  }
+}
+
 LONGHAUL_INLINE void EncodeInt8BlockImpl(std::span<const float> in, size_t block, std::byte* scales, int8_t* q) {
   for (size_t b = 0, start = 0; start < in.size(); ++b, start += block) {
     size_t len = std::min(block, in.size() - start);
@@ -149,6 +167,18 @@ LONGHAUL_INLINE void DecodeInt8BlockImpl(const std::byte* scales, const int8_t* 
     const int8_t* src = q + start;
     float* y = out.data() + start;
     for (size_t i = 0; i < len; ++i) y[i] = s * static_cast<float>(src[i]);
+  }
+}
+
+LONGHAUL_INLINE void DecodeAddInt8BlockImpl(const std::byte* scales, const int8_t* q, size_t block,
+                                            const float* addend, std::span<float> out) {
+  for (size_t b = 0, start = 0; start < out.size(); ++b, start += block) {
+    size_t len = std::min(block, out.size() - start);
+    float s = LoadScale(scales, b);
+    const int8_t* src = q + start;
+    const float* a = addend + start;
+    float* y = out.data() + start;
+    for (size_t i = 0; i < len; ++i) y[i] = s * static_cast<float>(src[i]) + a[i];
   }
 }
 
@@ -266,6 +296,11 @@ LONGHAUL_INLINE void DecodeFp4BlockImpl(const std::byte* scales, const uint8_t* 
 
 LONGHAUL_DISPATCH(EncodeBf16, (std::span<const float> in, uint16_t* out), (in, out))
 LONGHAUL_DISPATCH(DecodeBf16, (const std::byte* in, std::span<float> out), (in, out))
+LONGHAUL_DISPATCH(DecodeAddBf16, (const std::byte* in, const float* addend, std::span<float> out), (in, addend, out))
+LONGHAUL_DISPATCH(AddFp32, (const std::byte* in, const float* addend, std::span<float> out), (in, addend, out))
+LONGHAUL_DISPATCH(DecodeAddInt8Block,
+                  (const std::byte* scales, const int8_t* q, size_t block, const float* addend, std::span<float> out),
+                  (scales, q, block, addend, out))
 LONGHAUL_DISPATCH(EncodeInt8Block, (std::span<const float> in, size_t block, std::byte* scales, int8_t* q),
                   (in, block, scales, q))
 LONGHAUL_DISPATCH(DecodeInt8Block, (const std::byte* scales, const int8_t* q, size_t block, std::span<float> out),

@@ -38,21 +38,43 @@ const char* PhaseName(Phase phase) {
   return "unknown phase";
 }
 
-Status SendFrame(CollectiveLink& link, int peer, Phase phase, Part part, std::span<const std::byte> payload,
-                 Deadline deadline, uint64_t* bytes_sent) {
-  const size_t size = kHeaderBytes + payload.size();
-  std::vector<std::byte> bytes = link.Buffer(size);
+namespace {
+
+// A link buffer of header + `payload_bytes`, the header written.
+std::vector<std::byte> Framed(CollectiveLink& link, Phase phase, Part part, size_t payload_bytes) {
+  std::vector<std::byte> bytes = link.Buffer(kHeaderBytes + payload_bytes);
   uint32_t header[6] = {kMagic,      static_cast<uint32_t>(phase),
                         part.chunk,  part.piece,
                         part.pieces, static_cast<uint32_t>(link.world_size())};
   std::memcpy(bytes.data(), header, kHeaderBytes);
-  if (!payload.empty()) std::memcpy(bytes.data() + kHeaderBytes, payload.data(), payload.size());
+  return bytes;
+}
+
+Status SendFramed(CollectiveLink& link, int peer, Phase phase, Part part, std::vector<std::byte>&& bytes,
+                  Deadline deadline, uint64_t* bytes_sent) {
+  const size_t size = bytes.size();
   Status s = link.SendOwned(peer, Tag(phase), std::move(bytes), deadline);
   if (!s.ok())
     return s.WithContext(std::string(PhaseName(phase)) + ": sending " + PartName(part) + " to peer rank " +
                          std::to_string(peer));
   if (bytes_sent) *bytes_sent += size;
   return Status::Ok();
+}
+
+}  // namespace
+
+Status SendFrame(CollectiveLink& link, int peer, Phase phase, Part part, std::span<const std::byte> payload,
+                 Deadline deadline, uint64_t* bytes_sent) {
+  std::vector<std::byte> bytes = Framed(link, phase, part, payload.size());
+  if (!payload.empty()) std::memcpy(bytes.data() + kHeaderBytes, payload.data(), payload.size());
+  return SendFramed(link, peer, phase, part, std::move(bytes), deadline, bytes_sent);
+}
+
+Status SendEncoded(CollectiveLink& link, int peer, Phase phase, Part part, const Compressor& codec,
+                   std::span<const float> values, Deadline deadline, uint64_t* bytes_sent) {
+  std::vector<std::byte> bytes = Framed(link, phase, part, codec.EncodedBytes(values.size()));
+  codec.EncodeTo(values, std::span<std::byte>(bytes).subspan(kHeaderBytes));
+  return SendFramed(link, peer, phase, part, std::move(bytes), deadline, bytes_sent);
 }
 
 Result<Frame> RecvFrame(CollectiveLink& link, int peer, Phase phase, Part part, size_t payload_bytes,

@@ -13,6 +13,7 @@
 
 #include "longhaul/common/status.h"
 #include "longhaul/common/timeouts.h"
+#include "longhaul/sync_policies/compressor.h"
 #include "longhaul/sync_policies/link.h"
 
 namespace longhaul::sync_policies::wire {
@@ -48,6 +49,10 @@ struct Frame {
 // Sends header + payload to `peer`; adds the bytes sent to *bytes_sent.
 Status SendFrame(CollectiveLink& link, int peer, Phase phase, Part part, std::span<const std::byte> payload,
                  Deadline deadline, uint64_t* bytes_sent);
+// Sends header + codec.EncodeTo(values), encoded straight into the link's
+// buffer (no scratch, no copy); adds the bytes sent to *bytes_sent.
+Status SendEncoded(CollectiveLink& link, int peer, Phase phase, Part part, const Compressor& codec,
+                   std::span<const float> values, Deadline deadline, uint64_t* bytes_sent);
 // Receives the next frame of `phase` from `peer` and checks it is `part` with a
 // payload of `payload_bytes`; errors name the peer rank.
 Result<Frame> RecvFrame(CollectiveLink& link, int peer, Phase phase, Part part, size_t payload_bytes,

@@ -17,6 +17,9 @@ std::unique_ptr<Compressor> MakeDenseCompressor(const CompressionOptions& option
 std::unique_ptr<Compressor> MakeTopKCompressor(const CompressionOptions& options);
 std::unique_ptr<Compressor> MakeTopK2BitCompressor(const CompressionOptions& options);
 
+// DecodeAdd's addend must match its output in size (kInvalidArgument naming both).
+Status CheckAddend(std::span<const float> addend, std::span<float> out);
+
 // k of the sparse codecs for n floats: ceil(fraction * n), at least 1 when n > 0.
 size_t TopKCount(size_t n, double fraction);
 

@@ -19,12 +19,22 @@ class Fp32Compressor final : public Compressor {
   size_t EncodedBytes(size_t n) const override { return n * sizeof(float); }
   void Encode(std::span<const float> in, std::vector<std::byte>& out) const override {
     out.resize(EncodedBytes(in.size()));
-    if (!in.empty()) std::memcpy(out.data(), in.data(), out.size());
+    EncodeTo(in, out);
+  }
+  void EncodeTo(std::span<const float> in, std::span<std::byte> out) const override {
+    if (!in.empty()) std::memcpy(out.data(), in.data(), EncodedBytes(in.size()));
   }
   Status Decode(std::span<const std::byte> in, std::span<float> out) const override {
     if (in.size() != EncodedBytes(out.size()))
       return SizeMismatch(codec(), in.size(), EncodedBytes(out.size()), out.size());
     if (!in.empty()) std::memcpy(out.data(), in.data(), in.size());
+    return Status::Ok();
+  }
+  Status DecodeAdd(std::span<const std::byte> in, std::span<const float> addend, std::span<float> out) const override {
+    LONGHAUL_RETURN_IF_ERROR(CheckAddend(addend, out));
+    if (in.size() != EncodedBytes(out.size()))
+      return SizeMismatch(codec(), in.size(), EncodedBytes(out.size()), out.size());
+    kernels::AddFp32(in.data(), addend.data(), out);
     return Status::Ok();
   }
 };
@@ -35,12 +45,22 @@ class Bf16Compressor final : public Compressor {
   size_t EncodedBytes(size_t n) const override { return n * sizeof(uint16_t); }
   void Encode(std::span<const float> in, std::vector<std::byte>& out) const override {
     out.resize(EncodedBytes(in.size()));
+    EncodeTo(in, out);
+  }
+  void EncodeTo(std::span<const float> in, std::span<std::byte> out) const override {
     kernels::EncodeBf16(in, reinterpret_cast<uint16_t*>(out.data()));
   }
   Status Decode(std::span<const std::byte> in, std::span<float> out) const override {
     if (in.size() != EncodedBytes(out.size()))
       return SizeMismatch(codec(), in.size(), EncodedBytes(out.size()), out.size());
     kernels::DecodeBf16(in.data(), out);
+    return Status::Ok();
+  }
+  Status DecodeAdd(std::span<const std::byte> in, std::span<const float> addend, std::span<float> out) const override {
+    LONGHAUL_RETURN_IF_ERROR(CheckAddend(addend, out));
+    if (in.size() != EncodedBytes(out.size()))
+      return SizeMismatch(codec(), in.size(), EncodedBytes(out.size()), out.size());
+    kernels::DecodeAddBf16(in.data(), addend.data(), out);
     return Status::Ok();
   }
 };
@@ -56,6 +76,9 @@ class BlockCompressor final : public Compressor {
   }
   void Encode(std::span<const float> in, std::vector<std::byte>& out) const override {
     out.resize(EncodedBytes(in.size()));
+    EncodeTo(in, out);
+  }
+  void EncodeTo(std::span<const float> in, std::span<std::byte> out) const override {
     std::byte* scales = out.data();
     std::byte* body = out.data() + kernels::NumBlocks(in.size(), block_) * sizeof(float);
     switch (codec_) {
@@ -86,6 +109,15 @@ class BlockCompressor final : public Compressor {
         kernels::DecodeFp4Block(scales, reinterpret_cast<const uint8_t*>(body), block_, out);
         break;
     }
+    return Status::Ok();
+  }
+  Status DecodeAdd(std::span<const std::byte> in, std::span<const float> addend, std::span<float> out) const override {
+    if (codec_ != Codec::kInt8Block) return Compressor::DecodeAdd(in, addend, out);
+    LONGHAUL_RETURN_IF_ERROR(CheckAddend(addend, out));
+    if (in.size() != EncodedBytes(out.size()))
+      return SizeMismatch(codec(), in.size(), EncodedBytes(out.size()), out.size());
+    const std::byte* body = in.data() + kernels::NumBlocks(out.size(), block_) * sizeof(float);
+    kernels::DecodeAddInt8Block(in.data(), reinterpret_cast<const int8_t*>(body), block_, addend.data(), out);
     return Status::Ok();
   }
 

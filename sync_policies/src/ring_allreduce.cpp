@@ -42,17 +42,15 @@ Status RingAllReduceMean(CollectiveLink& link, std::span<float> data, const Comp
   const int world = link.world_size(), rank = link.rank();
   const int right = (rank + 1) % world, left = (rank + world - 1) % world;
   auto chunk = [&](int c) { return ChunkPieces(data, world, (c + world) % world); };
-  std::vector<float> decoded, acc;
-  std::vector<std::byte> encoded;
+  std::vector<float> acc;
 
   // Reduce-scatter: at step s chunk (rank - s) goes right and chunk (rank - s - 1)
   // arrives from the left, gets our part added and goes on as step s+1's send;
   // after world-1 steps chunk (rank + 1) holds the sum of every region's part.
   const ChunkPieces first = chunk(rank);
   for (uint32_t p = 0; p < first.count(); ++p) {
-    codec.Encode(first.piece(p), encoded);
-    LONGHAUL_RETURN_IF_ERROR(
-        wire::SendFrame(link, right, wire::Phase::kReduceScatter, first.part(p), encoded, deadline, bytes_sent));
+    LONGHAUL_RETURN_IF_ERROR(wire::SendEncoded(link, right, wire::Phase::kReduceScatter, first.part(p), codec,
+                                               first.piece(p), deadline, bytes_sent));
   }
   // The owner turns the sum into the mean and encodes it once; every participant,
   // the owner included, ends with exactly these bytes decoded.
@@ -66,15 +64,13 @@ Status RingAllReduceMean(CollectiveLink& link, std::span<float> data, const Comp
       std::span<const float> mine = in.piece(p);
       LONGHAUL_ASSIGN_OR_RETURN(wire::Frame frame, wire::RecvFrame(link, left, wire::Phase::kReduceScatter, in.part(p),
                                                                    codec.EncodedBytes(mine.size()), deadline));
-      decoded.resize(mine.size());
       acc.resize(mine.size());
-      Status s_decode = codec.Decode(frame.payload(), decoded);
+      // Ours added to what came, in one pass; encoded straight into the link's buffer.
+      Status s_decode = codec.DecodeAdd(frame.payload(), mine, acc);
       if (!s_decode.ok()) return s_decode.WithContext("reduce-scatter: chunk from peer rank " + std::to_string(left));
-      for (size_t i = 0; i < acc.size(); ++i) acc[i] = decoded[i] + mine[i];
       if (!last) {
-        codec.Encode(acc, encoded);
-        LONGHAUL_RETURN_IF_ERROR(
-            wire::SendFrame(link, right, wire::Phase::kReduceScatter, in.part(p), encoded, deadline, bytes_sent));
+        LONGHAUL_RETURN_IF_ERROR(wire::SendEncoded(link, right, wire::Phase::kReduceScatter, in.part(p), codec, acc,
+                                                   deadline, bytes_sent));
         continue;
       }
       for (float& x : acc) x = x / divisor;

@@ -149,16 +149,4 @@ std::unique_ptr<Compressor> MakeTopKCompressor(const CompressionOptions& options
   return std::make_unique<TopKCompressor>(options.topk_fraction);
 }
 
-Result<std::unique_ptr<Compressor>> Compressor::Create(const CompressionOptions& options) {
-  LONGHAUL_RETURN_IF_ERROR(options.Validate());
-  switch (options.codec) {
-    case Codec::kTopK:
-      return MakeTopKCompressor(options);
-    case Codec::kTopK2Bit:
-      return MakeTopK2BitCompressor(options);
-    default:
-      return MakeDenseCompressor(options);
-  }
-}
-
 }  // namespace longhaul::sync_policies

@@ -256,3 +256,41 @@ TEST_CASE("AVX2 and baseline kernels produce the same bytes", "[codec]") {
     }
   }
 }
+
+TEST_CASE("EncodeTo writes Encode's bytes and DecodeAdd gives Decode plus the addend, bit for bit", "[codec]") {
+  // The ring's fused calls must not change a single bit of what regions agree on.
+  auto in = RandomVector(10001, 21);
+  auto addend = RandomVector(10001, 22, 2.0f);
+  for (Codec c : {Codec::kFp32, Codec::kBf16, Codec::kInt8Block, Codec::kInt4Block, Codec::kFp4E3M0, Codec::kTopK,
+                  Codec::kTopK2Bit}) {
+    for (bool baseline : {false, true}) {
+      INFO("codec " << CodecName(c) << (baseline ? ", baseline kernels" : ""));
+      kernels::ForceBaselineKernels(baseline);
+      auto codec = Make(c, 256, 0.05);
+      std::vector<std::byte> bytes;
+      codec->Encode(in, bytes);
+      std::vector<std::byte> into(bytes.size() + 3, std::byte{0x5a});  // a send buffer: the tail is not touched
+      codec->EncodeTo(in, std::span<std::byte>(into).first(bytes.size()));
+      CHECK(std::equal(bytes.begin(), bytes.end(), into.begin()));
+      CHECK(into.back() == std::byte{0x5a});
+      std::vector<float> decoded(in.size());
+      REQUIRE(codec->Decode(bytes, decoded).ok());
+      std::vector<float> want(in.size());
+      for (size_t i = 0; i < in.size(); ++i) want[i] = decoded[i] + addend[i];
+      std::vector<float> fused(in.size(), -1.0f);
+      REQUIRE(codec->DecodeAdd(bytes, addend, fused).ok());
+      CHECK(std::memcmp(fused.data(), want.data(), want.size() * sizeof(float)) == 0);
+      // In place: the addend is the output.
+      std::vector<float> in_place = addend;
+      REQUIRE(codec->DecodeAdd(bytes, in_place, in_place).ok());
+      CHECK(std::memcmp(in_place.data(), want.data(), want.size() * sizeof(float)) == 0);
+      // A payload of the wrong size, or an addend of another length: an error, the output untouched.
+      std::vector<float> untouched(in.size(), 7.0f);
+      CHECK_FALSE(codec->DecodeAdd(std::span<const std::byte>(bytes).first(bytes.size() - 1), addend, untouched).ok());
+      CHECK(codec->DecodeAdd(bytes, std::span<const float>(addend).first(10), untouched).code() ==
+            StatusCode::kInvalidArgument);
+      CHECK(std::all_of(untouched.begin(), untouched.end(), [](float x) { return x == 7.0f; }));
+    }
+  }
+  kernels::ForceBaselineKernels(false);
+}

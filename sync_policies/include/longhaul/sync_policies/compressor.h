@@ -61,6 +61,15 @@ class Compressor {
   // contents (top-k index out of range, topk2 padding bits set) is an error,
   // never undefined behaviour, and leaves `out` as it was.
   virtual Status Decode(std::span<const std::byte> in, std::span<float> out) const = 0;
+
+  // The ring's hot path, without the copies the two calls above imply:
+  // EncodeTo writes the encoding of `in` into exactly EncodedBytes(in.size())
+  // bytes at `out` (a link's send buffer); DecodeAdd sets out = Decode(in) +
+  // addend (bit for bit the same floats), in one pass where the codec has a
+  // kernel for it; `out` may be `addend`, and is left as it was on error. The
+  // defaults go through Encode / Decode and a scratch vector.
+  virtual void EncodeTo(std::span<const float> in, std::span<std::byte> out) const;
+  virtual Status DecodeAdd(std::span<const std::byte> in, std::span<const float> addend, std::span<float> out) const;
 };
 
 // Error feedback (per region): what a lossy codec did not transmit is remembered
