@@ -4,6 +4,13 @@
 // the best repetition, the memcpy ratio the median one. Each codec stops early
 // after --max-seconds. The target: int8 and bf16 encode+decode >= 0.5x memcpy.
 // Bytes per parameter are the codec's exact EncodedBytes over the input's floats.
+// Then one ring reduce-scatter hop over the whole buffer (in the ring's pieces of
+// kRingPieceFloats) for the dense codecs the ring carries: received payload
+// decoded and added to this region's values, the sum encoded into a send buffer.
+// "separate" is the path before the fused calls (Decode into scratch, add into
+// another, Encode into a vector, copy into the send buffer); "fused" is
+// DecodeAdd + EncodeTo, the ring's path now. Both timed back to back each
+// repetition; the speed-up is the median of separate / fused.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -14,6 +21,7 @@
 #include <vector>
 
 #include "longhaul/sync_policies/compressor.h"
+#include "longhaul/sync_policies/cross_region.h"
 
 namespace lsp = longhaul::sync_policies;
 
@@ -121,5 +129,59 @@ int main(int argc, char** argv) {
       "over repetitions of memcpy time / (encode + decode time), measured\n back to back; ratio = compression "
       "ratio; B/param = encoded bytes per fp32 input value)\n");
   std::printf("target int8 and bf16 enc+dec >= 0.5x memcpy: %s\n", target_met ? "met" : "NOT met");
+
+  // One reduce-scatter hop, separate calls against the fused ones.
+  const size_t piece = lsp::kRingPieceFloats;
+  const std::vector<float> mine(input.rbegin(), input.rend());
+  std::printf("\nring hop over %zu MiB in pieces of %zu floats (GB/s of fp32 input, best repetition)\n", mib, piece);
+  std::printf("%-6s %12s %12s %10s\n", "codec", "separate", "fused", "speed-up");
+  for (lsp::Codec codec : {lsp::Codec::kFp32, lsp::Codec::kBf16, lsp::Codec::kInt8Block}) {
+    auto compressor = lsp::Compressor::Create({.codec = codec, .block_size = block});
+    const lsp::Compressor& c = **compressor;
+    std::vector<std::vector<std::byte>> payloads;  // what arrives: the input's pieces, encoded
+    for (size_t at = 0; at < n; at += piece) {
+      payloads.emplace_back();
+      c.Encode(std::span<const float>(input).subspan(at, std::min(piece, n - at)), payloads.back());
+    }
+    std::vector<float> scratch(piece), acc(piece);
+    std::vector<std::byte> encoded, send(c.EncodedBytes(piece));
+    bool ok = true;
+    auto separate = [&] {
+      for (size_t at = 0, p = 0; at < n; at += piece, ++p) {
+        const size_t len = std::min(piece, n - at);
+        std::span<float> d(scratch.data(), len), a(acc.data(), len);
+        ok &= c.Decode(payloads[p], d).ok();
+        for (size_t i = 0; i < len; ++i) a[i] = d[i] + mine[at + i];
+        c.Encode(a, encoded);
+        std::memcpy(send.data(), encoded.data(), encoded.size());
+      }
+    };
+    auto fused = [&] {
+      for (size_t at = 0, p = 0; at < n; at += piece, ++p) {
+        const size_t len = std::min(piece, n - at);
+        std::span<float> a(acc.data(), len);
+        ok &= c.DecodeAdd(payloads[p], std::span<const float>(mine).subspan(at, len), a).ok();
+        c.EncodeTo(a, std::span<std::byte>(send).first(c.EncodedBytes(len)));
+      }
+    };
+    separate();  // warm-up: sizes the scratch vectors
+    fused();
+    double best_separate = 0, best_fused = 0;
+    std::vector<double> ratios;
+    for (int r = 0; r < reps; ++r) {
+      const double t_separate = seconds(separate), t_fused = seconds(fused);
+      best_separate = std::max(best_separate, bytes / t_separate / 1e9);
+      best_fused = std::max(best_fused, bytes / t_fused / 1e9);
+      ratios.push_back(t_separate / t_fused);
+    }
+    if (!ok) {
+      std::fprintf(stderr, "bench_codecs: %s failed to decode its own output in the ring hop\n",
+                   std::string(lsp::CodecName(codec)).c_str());
+      return 1;
+    }
+    std::sort(ratios.begin(), ratios.end());
+    std::printf("%-6s %12.2f %12.2f %9.2fx\n", std::string(lsp::CodecName(codec)).c_str(), best_separate, best_fused,
+                ratios[ratios.size() / 2]);
+  }
   return 0;
 }

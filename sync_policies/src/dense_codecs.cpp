@@ -13,6 +13,15 @@ Status SizeMismatch(Codec codec, size_t got, size_t want, size_t n) {
                   std::to_string(want) + " for " + std::to_string(n) + " floats");
 }
 
+// DecodeAdd's checks: the addend's length, then the payload's size.
+Status CheckDecodeAdd(const Compressor& c, std::span<const std::byte> in, std::span<const float> addend,
+                      std::span<float> out) {
+  LONGHAUL_RETURN_IF_ERROR(CheckAddend(addend, out));
+  if (in.size() != c.EncodedBytes(out.size()))
+    return SizeMismatch(c.codec(), in.size(), c.EncodedBytes(out.size()), out.size());
+  return Status::Ok();
+}
+
 class Fp32Compressor final : public Compressor {
  public:
   Codec codec() const override { return Codec::kFp32; }
@@ -31,9 +40,7 @@ class Fp32Compressor final : public Compressor {
     return Status::Ok();
   }
   Status DecodeAdd(std::span<const std::byte> in, std::span<const float> addend, std::span<float> out) const override {
-    LONGHAUL_RETURN_IF_ERROR(CheckAddend(addend, out));
-    if (in.size() != EncodedBytes(out.size()))
-      return SizeMismatch(codec(), in.size(), EncodedBytes(out.size()), out.size());
+    LONGHAUL_RETURN_IF_ERROR(CheckDecodeAdd(*this, in, addend, out));
     kernels::AddFp32(in.data(), addend.data(), out);
     return Status::Ok();
   }
@@ -57,9 +64,7 @@ class Bf16Compressor final : public Compressor {
     return Status::Ok();
   }
   Status DecodeAdd(std::span<const std::byte> in, std::span<const float> addend, std::span<float> out) const override {
-    LONGHAUL_RETURN_IF_ERROR(CheckAddend(addend, out));
-    if (in.size() != EncodedBytes(out.size()))
-      return SizeMismatch(codec(), in.size(), EncodedBytes(out.size()), out.size());
+    LONGHAUL_RETURN_IF_ERROR(CheckDecodeAdd(*this, in, addend, out));
     kernels::DecodeAddBf16(in.data(), addend.data(), out);
     return Status::Ok();
   }
@@ -113,9 +118,7 @@ class BlockCompressor final : public Compressor {
   }
   Status DecodeAdd(std::span<const std::byte> in, std::span<const float> addend, std::span<float> out) const override {
     if (codec_ != Codec::kInt8Block) return Compressor::DecodeAdd(in, addend, out);
-    LONGHAUL_RETURN_IF_ERROR(CheckAddend(addend, out));
-    if (in.size() != EncodedBytes(out.size()))
-      return SizeMismatch(codec(), in.size(), EncodedBytes(out.size()), out.size());
+    LONGHAUL_RETURN_IF_ERROR(CheckDecodeAdd(*this, in, addend, out));
     const std::byte* body = in.data() + kernels::NumBlocks(out.size(), block_) * sizeof(float);
     kernels::DecodeAddInt8Block(in.data(), reinterpret_cast<const int8_t*>(body), block_, addend.data(), out);
     return Status::Ok();
