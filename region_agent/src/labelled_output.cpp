@@ -41,19 +41,15 @@ Result<std::unique_ptr<LabelledOutput>> LabelledOutput::Start(int read_fd, std::
 LabelledOutput::~LabelledOutput() {
   stop_ = true;
   if (reader_.joinable()) reader_.join();
-  for (const auto& [task, fd] : files_) ::close(fd);
+  for (const auto& [task, fd] : files_) {
+    if (fd >= 0) ::close(fd);
+  }
   if (fd_ >= 0) ::close(fd_);
 }
 
 bool LabelledOutput::WaitDrained(Deadline deadline) {
-  for (;;) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (drained_) return true;
-    }
-    if (Remaining(deadline).count() == 0) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  std::unique_lock<std::mutex> lock(mu_);
+  return drained_cv_.wait_until(lock, deadline, [this] { return drained_; });
 }
 
 std::string LabelledOutput::SlurmReason() const {
@@ -108,15 +104,12 @@ void LabelledOutput::Run() {
   std::string pending;
   char buffer[16 * 1024];
   bool open = true;
-  // Until EOF (every writer gone), or until stopped and nothing more is ready.
-  while (open) {
+  // Until EOF (every writer gone), or until stopped (the destructor: srun may
+  // still be running then, and what it writes later is not wanted).
+  while (open && !stop_) {
     pollfd p{fd_, POLLIN, 0};
     const int ready = ::poll(&p, 1, 100);
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) {
-      if (stop_) break;
-      continue;
-    }
+    if (ready <= 0) continue;  // nothing yet (or EINTR): check stop_ again
     const ssize_t n = ::read(fd_, buffer, sizeof(buffer));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
@@ -134,8 +127,10 @@ void LabelledOutput::Run() {
       pending.clear();
     }
   }
+  if (!pending.empty()) Write(pending);  // stopped mid-line
   std::lock_guard<std::mutex> lock(mu_);
   drained_ = true;
+  drained_cv_.notify_all();
 }
 
 }  // namespace longhaul::region_agent

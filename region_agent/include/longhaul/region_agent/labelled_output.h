@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -60,6 +61,7 @@ class LabelledOutput {
   std::atomic<bool> stop_{false};
   mutable std::mutex mu_;
   bool drained_ = false;      // under mu_
+  std::condition_variable drained_cv_;
   std::string srun_error_;    // under mu_
   std::string step_notice_;   // under mu_
   std::thread reader_;
