@@ -45,7 +45,9 @@ int main(int argc, char** argv) {
   }
   ::setenv("MASTER_ADDR", torch->master_addr.c_str(), 1);
   ::setenv("MASTER_PORT", std::to_string(torch->master_port).c_str(), 1);
-  ::setenv("GLOO_SOCKET_IFNAME", torch->gloo_interface.c_str(), 0);  // the job's own choice stays
+  if (!torch->gloo_interface.empty()) {
+    ::setenv("GLOO_SOCKET_IFNAME", torch->gloo_interface.c_str(), 0);  // the job's own choice stays
+  }
   ::execvp(argv[2], argv + 2);
   std::fprintf(stderr, "longhaul-task: cannot execute %s: %s\n", argv[2], std::strerror(errno));
   return 127;

@@ -61,10 +61,13 @@ std::string LabelledOutput::SlurmReason() const {
 void LabelledOutput::Write(std::string_view line) {
   int task = -1;
   std::string_view text = line;
-  if (auto labelled = SplitTaskLabel(line); labelled && labelled->first < tasks_) {
+  if (continues_) {
+    task = *continues_;  // the rest of a line cut at kMaxLine: no label of its own
+  } else if (auto labelled = SplitTaskLabel(line); labelled && labelled->first < tasks_) {
     task = labelled->first;
     text = labelled->second;
   }
+  continues_ = line.empty() || line.back() != '\n' ? std::optional<int>(task) : std::nullopt;
   std::string_view words = text;
   while (!words.empty() && (words.back() == '\n' || words.back() == '\r')) words.remove_suffix(1);
   if (task < 0 && words.rfind("srun: error: ", 0) == 0) {
@@ -128,6 +131,12 @@ void LabelledOutput::Run() {
     }
   }
   if (!pending.empty()) Write(pending);  // stopped mid-line
+  // A last line without its newline ends here: the next launch's output,
+  // appended to the same files, starts on a line of its own.
+  if (continues_) {
+    Append(*continues_, "\n");
+    continues_.reset();
+  }
   std::lock_guard<std::mutex> lock(mu_);
   drained_ = true;
   drained_cv_.notify_all();

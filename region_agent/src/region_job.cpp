@@ -132,7 +132,7 @@ Status RegionJob::SpawnWorkers() {
   wan_endpoints_.assign(n, "");
   tokens_.clear();
   for (int rank = 0; rank < n; ++rank) tokens_.push_back(RandomToken());
-  auto free_port = session::FreeTcpPort(options_.own_host());
+  auto free_port = session::FreeTcpPort();
   if (!free_port.ok()) return free_port.status().WithContext("MASTER_PORT for torch.distributed");
   const int master_port = *free_port;
   LaunchRequest request;

@@ -12,7 +12,11 @@ namespace longhaul::region_agent {
 class SlurmLauncher final : public WorkerLauncher {
  public:
   explicit SlurmLauncher(SlurmOptions options) : options_(std::move(options)) {}
-  ~SlurmLauncher() override { Cancel(); }
+  ~SlurmLauncher() override {
+    Cancel();
+    // srun is gone by now (its owner stopped it): keep what it wrote last.
+    FinishOutput(DeadlineAfter(std::chrono::milliseconds(500)));
+  }
   LauncherKind kind() const override { return LauncherKind::kSlurm; }
   Result<std::vector<LaunchedProcess>> Start(const LaunchRequest& request) override;
   std::string SchedulerState() override;

@@ -9,7 +9,7 @@
 namespace longhaul::sync_policies {
 
 void Compressor::EncodeTo(std::span<const float> in, std::span<std::byte> out) const {
-  std::vector<std::byte> encoded;
+  thread_local std::vector<std::byte> encoded;
   Encode(in, encoded);
   if (!encoded.empty()) std::memcpy(out.data(), encoded.data(), std::min(out.size(), encoded.size()));
 }
@@ -22,7 +22,8 @@ Status CheckAddend(std::span<const float> addend, std::span<float> out) {
 
 Status Compressor::DecodeAdd(std::span<const std::byte> in, std::span<const float> addend, std::span<float> out) const {
   LONGHAUL_RETURN_IF_ERROR(CheckAddend(addend, out));
-  std::vector<float> decoded(out.size());
+  thread_local std::vector<float> decoded;  // a ring's pieces are all one size: allocated once per thread
+  decoded.resize(out.size());
   LONGHAUL_RETURN_IF_ERROR(Decode(in, decoded));
   for (size_t i = 0; i < out.size(); ++i) out[i] = decoded[i] + addend[i];
   return Status::Ok();

@@ -109,6 +109,8 @@ TEST_CASE("e2e: a region's network cut and restored, each region on a host of it
   const uint32_t cut_round = st.round();
   const size_t region = 2;
   const std::string& name = kClusterRegions[region];
+  const auto workers = ChildrenNamed(c.agents[name].pid(), "longhaul-worker");
+  REQUIRE_FALSE(workers.empty());
   REQUIRE(c.networks->SetConnected(region, false).ok());
   // The others commit rounds without it.
   auto without = [&](const orchestrator::CommittedRound& r) {
@@ -118,8 +120,9 @@ TEST_CASE("e2e: a region's network cut and restored, each region on a host of it
   const auto first_without = std::find_if(rounds.begin(), rounds.end(), without);
   REQUIRE(first_without != rounds.end());
   const uint32_t without_round = first_without->round;
+  const double without_at = first_without->committed_at;  // `rounds` is read again below
   REQUIRE(c.networks->SetConnected(region, true).ok());
-  // Back on the network, the same agent and workers rejoin.
+  // Back on the network, the same agent and workers (not a relaunch) rejoin.
   auto whole = [&](const orchestrator::CommittedRound& r) {
     return r.round > without_round && r.participants.size() == kClusterRegions.size();
   };
@@ -127,8 +130,10 @@ TEST_CASE("e2e: a region's network cut and restored, each region on a host of it
   const auto back = std::find_if(rounds.begin(), rounds.end(), whole);
   REQUIRE(back != rounds.end());
   std::printf("partition: cut after round %u, round %u committed without %s, back in round %u (%.1f s after it)\n",
-              cut_round, without_round, name.c_str(), back->round, back->committed_at - first_without->committed_at);
+              cut_round, without_round, name.c_str(), back->round, back->committed_at - without_at);
   for (size_t i = 0; i < rounds.size(); ++i) CHECK(rounds[i].round == i + 1);
+  CHECK(c.agents[name].Running());
+  CHECK(ChildrenNamed(c.agents[name].pid(), "longhaul-worker") == workers);
   CHECK(c.Cancel(job).state() == "cancelled");
 }
 

@@ -5,9 +5,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "longhaul/region_agent/labelled_output.h"
 #include "support/temp_dir.h"
@@ -71,7 +73,8 @@ TEST_CASE("region_agent: srun's labelled output goes to each task's log and srun
   WriteAll(fds[1], "srun: error: n1: task 1: Terminated\n0: last words without a newline");
   ::close(fds[1]);
   REQUIRE((*out)->WaitDrained(longhaul::DeadlineAfter(std::chrono::seconds(10))));
-  CHECK(Read(tmp.path() / "worker-0.log") == "step 1 loss 2.5\nlast words without a newline");
+  // The last line, cut short, is ended: a relaunch appends on a line of its own.
+  CHECK(Read(tmp.path() / "worker-0.log") == "step 1 loss 2.5\nlast words without a newline\n");
   const std::string notice =
       "slurmstepd-n1: error: *** STEP 7.0 ON n1 CANCELLED AT 2026-12-07T02:54:20 DUE TO PREEMPTION ***\n";
   CHECK(Read(tmp.path() / "worker-1.log") == "Traceback (most recent call last):\n" + notice);
@@ -108,4 +111,33 @@ TEST_CASE("region_agent: a log that is a link is not written through", "[launche
   ::close(fds[1]);
   REQUIRE((*out)->WaitDrained(longhaul::DeadlineAfter(std::chrono::seconds(10))));
   CHECK(Read(tmp.path() / "target").empty());
+}
+
+TEST_CASE("region_agent: a line longer than the splitter's piece stays with its task", "[launcher]") {
+  const TempDir tmp("labelled-long");
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  auto out = ra::LabelledOutput::Start(fds[0], tmp.path(), 2);
+  REQUIRE(out.ok());
+  // A progress bar without newlines: 200 KiB in one line, in pieces of 4 KiB,
+  // some of which start like a label.
+  std::string line(200 * 1024, '#');
+  for (size_t i = 0; i < line.size(); i += 4096) line.replace(i, 3, "0: ");
+  const std::string text = "1: " + line + "\n0: next\n";
+  bool written = true;  // no Catch assertion in the writer thread
+  std::thread writer([&] {
+    for (size_t done = 0; done < text.size() && written;) {
+      const ssize_t n = ::write(fds[1], text.data() + done, std::min<size_t>(4096, text.size() - done));
+      written = n > 0;
+      done += n > 0 ? static_cast<size_t>(n) : 0;
+    }
+    ::close(fds[1]);
+  });
+  const bool drained = (*out)->WaitDrained(longhaul::DeadlineAfter(std::chrono::seconds(10)));
+  writer.join();
+  REQUIRE(written);
+  REQUIRE(drained);
+  CHECK(Read(tmp.path() / "worker-1.log") == line + "\n");
+  CHECK(Read(tmp.path() / "worker-0.log") == "next\n");
+  CHECK_FALSE(std::filesystem::exists(tmp.path() / "srun.log"));
 }

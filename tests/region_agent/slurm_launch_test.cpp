@@ -137,7 +137,8 @@ TEST_CASE("region_agent: slurm launcher runs a region's workers as a Slurm step,
   // Pre-empted: a job of a partition with a higher priority tier needs every
   // CPU, Slurm cancels the launch's job (PreemptMode=CANCEL), srun ends, and
   // the region fails saying so in Slurm's words.
-  REQUIRE((*cluster)->Run("salloc --no-shell --partition=urgent --ntasks=4 --job-name=urgent", &out) == 0);
+  REQUIRE((*cluster)->Run("sbatch --partition=urgent --ntasks=4 --job-name=urgent --output=/dev/null "
+                          "--wrap='sleep 600'", &out) == 0);  // returns at once; the job starts once debug's is gone
   sick = orch.WaitFor([](const FakeOrchestrator::Incoming& in) {
     return in.msg.has_heartbeat() && !in.msg.heartbeat().healthy() &&
            in.msg.heartbeat().detail().find("longhaul-eu-j2-launch-3") != std::string::npos;
@@ -152,10 +153,14 @@ TEST_CASE("region_agent: slurm launcher runs a region's workers as a Slurm step,
   ready = orch.WaitFor(Body(v1::ControlMessage::kJobReady), 60s);
   REQUIRE(ready);
   RunRounds(orch, "j2", ready->msg.job_ready().endpoint(), 1, 1, 3);
+  CHECK((*cluster)->JobState("longhaul-eu-j2-launch-4").find("RUNNING") != std::string::npos);
   agent.Signal(SIGTERM);
   CHECK(agent.Wait(15s) == 0);
-  // The agent cancelled its launch on the way out.
-  CHECK((*cluster)->JobState("longhaul-eu-j2-launch-4").find("RUNNING") == std::string::npos);
+  // The agent cancelled its launch on the way out: still listed, no longer running.
+  const std::string after = (*cluster)->JobState("longhaul-eu-j2-launch-4");
+  INFO("after the agent stopped: " << after);
+  CHECK_FALSE(after.empty());
+  CHECK(after.find("RUNNING") == std::string::npos);
 
   // An allocation the cluster can never give (a partition it does not have):
   // the launch fails with Slurm's reason.
@@ -224,7 +229,8 @@ TEST_CASE("region_agent: slurm launcher spreads a region's workers over two node
     const std::string log = ReadFile(work / "j1" / ("worker-" + std::to_string(rank) + ".log"));
     INFO("worker " << rank << ":\n" << log);
     CHECK(log.find("round 2 epoch 1: hash ") != std::string::npos);
-    CHECK(log.find(std::to_string(rank) + ": ") != 0);  // the label is gone
+    CHECK(log.rfind(std::to_string(rank) + ": ", 0) != 0);  // the labels are gone
+    CHECK(log.find("\n" + std::to_string(rank) + ": ") == std::string::npos);
   }
 #ifdef LONGHAUL_PYTHON
   // A torch.distributed program: rank 0 listens on its own node, the other

@@ -2,6 +2,11 @@
 // what a Slurm task needs for torch.distributed (port, interface, master text).
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "longhaul/session/local_address.h"
 #include "longhaul/session/torch_rendezvous.h"
 
@@ -43,11 +48,17 @@ TEST_CASE("session: the interface of an address, for torch's GLOO_SOCKET_IFNAME"
   CHECK(ls::InterfaceWithAddress("lo").status().code() == longhaul::StatusCode::kInvalidArgument);
 }
 
-TEST_CASE("session: a free port is one a listener can bind at once", "[session]") {
-  auto port = ls::FreeTcpPort("127.0.0.1");
+TEST_CASE("session: a free port is one a listener can bind on every address at once", "[session]") {
+  auto port = ls::FreeTcpPort();
   REQUIRE(port.ok());
-  CHECK(*port > 0);
-  CHECK(ls::FreeTcpPort("192.0.2.77").status().code() == longhaul::StatusCode::kUnavailable);  // not ours to bind
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(*port));
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  CHECK(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  ::close(fd);
 }
 
 TEST_CASE("session: torch's master travels as ADDR:PORT, and a bad one is named", "[session]") {

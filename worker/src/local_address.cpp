@@ -52,12 +52,11 @@ Result<std::string> WorkerHost(const std::string& wan_host, const std::string& a
   return own;
 }
 
-Result<int> FreeTcpPort(const std::string& host) {
+Result<int> FreeTcpPort() {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = 0;
-  // A name (an interface, a host name): a port free on every address.
-  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Unavailable("socket: " + std::string(std::strerror(errno)));
   socklen_t len = sizeof(addr);
@@ -65,7 +64,7 @@ Result<int> FreeTcpPort(const std::string& host) {
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     const std::string why = std::strerror(errno);
     ::close(fd);
-    return Unavailable("no free port on " + host + ": " + why);
+    return Unavailable("no free TCP port on this host: " + why);
   }
   ::close(fd);
   return static_cast<int>(ntohs(addr.sin_port));

@@ -25,13 +25,13 @@ Status MasterFromText(const std::string& text, TorchRendezvous* r) {
 Result<TorchRendezvous> AgreeTorchRendezvous(const SessionOptions& options) {
   TorchRendezvous out;
   LONGHAUL_ASSIGN_OR_RETURN(const std::string own, WorkerHost(options.wan_host, options.agent_endpoint));
-  auto interface = InterfaceWithAddress(own);
-  if (!interface.ok()) return interface.status().WithContext("torch.distributed rendezvous");
-  out.gloo_interface = *interface;
+  // A data host given as a name (or an interface) has no address to look up:
+  // torch's gloo then picks its interface as it would without us.
+  if (auto interface = InterfaceWithAddress(own); interface.ok()) out.gloo_interface = *interface;
   auto store = AgentStore::ForWorker(options, StoreRequestTimeout(options));
   if (!store.ok()) return store.status().WithContext("torch.distributed rendezvous");
   if (options.rank == 0) {
-    auto port = FreeTcpPort(own);
+    auto port = FreeTcpPort();
     if (!port.ok()) return port.status().WithContext("torch.distributed rendezvous (MASTER_PORT)");
     out.master_addr = own;
     out.master_port = *port;

@@ -58,6 +58,7 @@ class LabelledOutput {
   std::filesystem::path dir_;
   int tasks_ = 0;
   std::map<int, int> files_;  // task (-1 = srun) -> open log; the reader thread's alone
+  std::optional<int> continues_;  // the last piece written had no newline: its line's task
   std::atomic<bool> stop_{false};
   mutable std::mutex mu_;
   bool drained_ = false;      // under mu_

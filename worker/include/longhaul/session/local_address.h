@@ -20,11 +20,11 @@ Result<std::string> LocalAddressToward(const std::string& endpoint);
 // one on this host's route to `agent_endpoint` (a region spread over hosts).
 Result<std::string> WorkerHost(const std::string& wan_host, const std::string& agent_endpoint);
 
-// A TCP port nobody listens on right now at IPv4 `host` (any other name: on
-// every address), for torch.distributed's store: rank 0 binds it a moment
-// later; the kernel does not hand it out meanwhile unless the ephemeral range
-// wraps. An error names the host.
-Result<int> FreeTcpPort(const std::string& host);
+// A TCP port nobody listens on right now on any address of this host (for
+// torch.distributed's store, which binds every address: rank 0 binds it a
+// moment later; until then the kernel may still hand it to another socket,
+// a small window).
+Result<int> FreeTcpPort();
 
 // The name of this host's network interface that holds IPv4 `address` ("lo",
 // "eth0"): what torch's GLOO_SOCKET_IFNAME wants. kNotFound when none does.

@@ -6,7 +6,8 @@
 // on it, and puts "ADDR:PORT" into the launch's store (the agent's, reached
 // with the rank's token). Every other rank reads it from there. Each rank also
 // names the interface that holds its own address, for GLOO_SOCKET_IFNAME: torch's gloo
-// otherwise binds what the host name resolves to, which on many hosts is loopback.
+// otherwise binds what the host name resolves to, which on many hosts is loopback
+// (none when the data host is a name rather than an address).
 #pragma once
 
 #include <string>
@@ -23,7 +24,7 @@ inline constexpr const char* kTorchMasterStoreKey = "longhaul/torch-master";
 struct TorchRendezvous {
   std::string master_addr;
   int master_port = 0;
-  std::string gloo_interface;  // of this rank's own address
+  std::string gloo_interface;  // of this rank's own address; "" when it is not an address of this host
 };
 
 // Rank 0 publishes, the others wait for it up to options.collective_timeout.
