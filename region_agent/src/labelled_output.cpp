@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "longhaul/region_agent/child_process.h"
+#include "longhaul/region_agent/worker_launcher.h"
 
 namespace longhaul::region_agent {
 namespace {
@@ -89,8 +90,7 @@ void LabelledOutput::Write(std::string_view line) {
 void LabelledOutput::Append(int task, std::string_view text) {
   auto it = files_.find(task);
   if (it == files_.end()) {
-    const auto name = task < 0 ? std::string("srun.log") : "worker-" + std::to_string(task) + ".log";
-    auto fd = OpenLogFile(dir_ / name);
+    auto fd = OpenLogFile(task < 0 ? SrunLogPath(dir_) : WorkerLogPath(dir_, task));
     if (!fd.ok()) spdlog::warn("{}", fd.status().message());  // and the task's lines are dropped
     it = files_.emplace(task, fd.ok() ? *fd : -1).first;
   }

@@ -57,7 +57,7 @@ RegionJob::~RegionJob() {
 }
 
 std::filesystem::path RegionJob::log_file(int rank) const {
-  return options_.job_dir / ("worker-" + std::to_string(rank) + ".log");
+  return WorkerLogPath(options_.job_dir, rank);
 }
 
 SpawnOptions RegionJob::WorkerSpawn(int rank, int master_port) const {
@@ -278,7 +278,7 @@ RegionJob::Failure RegionJob::ProcessFailure(const LaunchedProcess& process) con
   // notice, "... DUE TO PREEMPTION"), its state is squeue's.
   launcher_->FinishOutput(DeadlineAfter(std::chrono::seconds(1)));
   if (const std::string reason = launcher_->ExitReason(); !reason.empty()) f.what += "; " + PrintableTail(reason, 300);
-  const std::string srun = ChildProcess::LogTail(options_.job_dir / "srun.log");
+  const std::string srun = ChildProcess::LogTail(SrunLogPath(options_.job_dir));
   if (const std::string state = launcher_->SchedulerState(); !state.empty()) f.what += "; " + state;
   if (!srun.empty()) f.output = "srun:\n" + srun;
   for (int rank = 0; rank < workers(); ++rank) {

@@ -8,80 +8,76 @@
 namespace longhaul::sync_policies {
 namespace {
 
-Status SizeMismatch(Codec codec, size_t got, size_t want, size_t n) {
-  return DataLoss(std::string(CodecName(codec)) + " payload of " + std::to_string(got) + " bytes, expected " +
-                  std::to_string(want) + " for " + std::to_string(n) + " floats");
-}
-
-// DecodeAdd's checks: the addend's length, then the payload's size.
-Status CheckDecodeAdd(const Compressor& c, std::span<const std::byte> in, std::span<const float> addend,
-                      std::span<float> out) {
-  LONGHAUL_RETURN_IF_ERROR(CheckAddend(addend, out));
-  if (in.size() != c.EncodedBytes(out.size()))
-    return SizeMismatch(c.codec(), in.size(), c.EncodedBytes(out.size()), out.size());
-  return Status::Ok();
-}
-
-class Fp32Compressor final : public Compressor {
+// What every dense codec shares: Encode is EncodeTo into a vector of the exact
+// size, and a payload must be exactly EncodedBytes of its floats before
+// anything is decoded.
+class DenseCompressor : public Compressor {
  public:
-  Codec codec() const override { return Codec::kFp32; }
-  size_t EncodedBytes(size_t n) const override { return n * sizeof(float); }
-  void Encode(std::span<const float> in, std::vector<std::byte>& out) const override {
+  void Encode(std::span<const float> in, std::vector<std::byte>& out) const final {
     out.resize(EncodedBytes(in.size()));
     EncodeTo(in, out);
   }
+  void EncodeTo(std::span<const float> in, std::span<std::byte> out) const override = 0;
+
+ protected:
+  Status CheckPayload(std::span<const std::byte> in, size_t n) const {
+    if (in.size() == EncodedBytes(n)) return Status::Ok();
+    return DataLoss(std::string(CodecName(codec())) + " payload of " + std::to_string(in.size()) +
+                    " bytes, expected " + std::to_string(EncodedBytes(n)) + " for " + std::to_string(n) + " floats");
+  }
+  // DecodeAdd's checks: the addend's length, then the payload's size.
+  Status CheckDecodeAdd(std::span<const std::byte> in, std::span<const float> addend, std::span<float> out) const {
+    LONGHAUL_RETURN_IF_ERROR(CheckAddend(addend, out));
+    return CheckPayload(in, out.size());
+  }
+};
+
+class Fp32Compressor final : public DenseCompressor {
+ public:
+  Codec codec() const override { return Codec::kFp32; }
+  size_t EncodedBytes(size_t n) const override { return n * sizeof(float); }
   void EncodeTo(std::span<const float> in, std::span<std::byte> out) const override {
     if (!in.empty()) std::memcpy(out.data(), in.data(), EncodedBytes(in.size()));
   }
   Status Decode(std::span<const std::byte> in, std::span<float> out) const override {
-    if (in.size() != EncodedBytes(out.size()))
-      return SizeMismatch(codec(), in.size(), EncodedBytes(out.size()), out.size());
+    LONGHAUL_RETURN_IF_ERROR(CheckPayload(in, out.size()));
     if (!in.empty()) std::memcpy(out.data(), in.data(), in.size());
     return Status::Ok();
   }
   Status DecodeAdd(std::span<const std::byte> in, std::span<const float> addend, std::span<float> out) const override {
-    LONGHAUL_RETURN_IF_ERROR(CheckDecodeAdd(*this, in, addend, out));
+    LONGHAUL_RETURN_IF_ERROR(CheckDecodeAdd(in, addend, out));
     kernels::AddFp32(in.data(), addend.data(), out);
     return Status::Ok();
   }
 };
 
-class Bf16Compressor final : public Compressor {
+class Bf16Compressor final : public DenseCompressor {
  public:
   Codec codec() const override { return Codec::kBf16; }
   size_t EncodedBytes(size_t n) const override { return n * sizeof(uint16_t); }
-  void Encode(std::span<const float> in, std::vector<std::byte>& out) const override {
-    out.resize(EncodedBytes(in.size()));
-    EncodeTo(in, out);
-  }
   void EncodeTo(std::span<const float> in, std::span<std::byte> out) const override {
     kernels::EncodeBf16(in, reinterpret_cast<uint16_t*>(out.data()));
   }
   Status Decode(std::span<const std::byte> in, std::span<float> out) const override {
-    if (in.size() != EncodedBytes(out.size()))
-      return SizeMismatch(codec(), in.size(), EncodedBytes(out.size()), out.size());
+    LONGHAUL_RETURN_IF_ERROR(CheckPayload(in, out.size()));
     kernels::DecodeBf16(in.data(), out);
     return Status::Ok();
   }
   Status DecodeAdd(std::span<const std::byte> in, std::span<const float> addend, std::span<float> out) const override {
-    LONGHAUL_RETURN_IF_ERROR(CheckDecodeAdd(*this, in, addend, out));
+    LONGHAUL_RETURN_IF_ERROR(CheckDecodeAdd(in, addend, out));
     kernels::DecodeAddBf16(in.data(), addend.data(), out);
     return Status::Ok();
   }
 };
 
 // Scales first, then the quantised elements (bytes per element: 1 or 1/2).
-class BlockCompressor final : public Compressor {
+class BlockCompressor final : public DenseCompressor {
  public:
   BlockCompressor(Codec codec, size_t block) : codec_(codec), block_(block) {}
   Codec codec() const override { return codec_; }
   size_t EncodedBytes(size_t n) const override {
     size_t body = codec_ == Codec::kInt8Block ? n : (n + 1) / 2;
     return kernels::NumBlocks(n, block_) * sizeof(float) + body;
-  }
-  void Encode(std::span<const float> in, std::vector<std::byte>& out) const override {
-    out.resize(EncodedBytes(in.size()));
-    EncodeTo(in, out);
   }
   void EncodeTo(std::span<const float> in, std::span<std::byte> out) const override {
     std::byte* scales = out.data();
@@ -99,8 +95,7 @@ class BlockCompressor final : public Compressor {
     }
   }
   Status Decode(std::span<const std::byte> in, std::span<float> out) const override {
-    if (in.size() != EncodedBytes(out.size()))
-      return SizeMismatch(codec(), in.size(), EncodedBytes(out.size()), out.size());
+    LONGHAUL_RETURN_IF_ERROR(CheckPayload(in, out.size()));
     const std::byte* scales = in.data();
     const std::byte* body = in.data() + kernels::NumBlocks(out.size(), block_) * sizeof(float);
     switch (codec_) {
@@ -118,7 +113,7 @@ class BlockCompressor final : public Compressor {
   }
   Status DecodeAdd(std::span<const std::byte> in, std::span<const float> addend, std::span<float> out) const override {
     if (codec_ != Codec::kInt8Block) return Compressor::DecodeAdd(in, addend, out);
-    LONGHAUL_RETURN_IF_ERROR(CheckDecodeAdd(*this, in, addend, out));
+    LONGHAUL_RETURN_IF_ERROR(CheckDecodeAdd(in, addend, out));
     const std::byte* body = in.data() + kernels::NumBlocks(out.size(), block_) * sizeof(float);
     kernels::DecodeAddInt8Block(in.data(), reinterpret_cast<const int8_t*>(body), block_, addend.data(), out);
     return Status::Ok();

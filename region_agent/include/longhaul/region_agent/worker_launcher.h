@@ -20,6 +20,7 @@
 // orchestrator assigns the job again, a new launch rejoins).
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -74,6 +75,13 @@ struct LaunchedProcess {
   std::string name;  // "worker 1 (pid 42)" / "srun of workers 0-3 (pid 42, slurm job longhaul-eu-j1-launch-3)"
   int rank = -1;     // the worker it runs; -1 when it carries every worker of the launch
 };
+
+// A launch's log files in its folder: each worker's output (however it was
+// launched) and srun's own messages.
+inline std::filesystem::path WorkerLogPath(const std::filesystem::path& dir, int rank) {
+  return dir / ("worker-" + std::to_string(rank) + ".log");
+}
+inline std::filesystem::path SrunLogPath(const std::filesystem::path& dir) { return dir / "srun.log"; }
 
 struct LaunchRequest {
   int workers = 0;
