@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (fuzz/README.md) with Debian's clang 14 in their own
 # build folder and runs each for a bounded time over a copy of its seed corpus.
+# That build instruments everything with ASan + UBSan, so with FUZZ_UNIT_TESTS=1
+# it also builds the unit tests and runs them first: CI's sanitizer pass is this
+# one build, not a second one of its own.
 #
 #   fuzz/run.sh [build-dir]            default build dir: build-fuzz/ in the tree (ignored by git; kept for reuse)
 #
 # Environment:
 #   FUZZ_SECONDS   seconds of fuzzing per target (default 20; 0 = only replay the seeds)
+#   FUZZ_UNIT_TESTS  1 = also build the unit tests and run them (ctest -L unit) before fuzzing
 #   FUZZ_TARGETS   space-separated subset (default: all six)
 #   FUZZ_JOBS      build parallelism (default: nproc)
 #   FUZZ_ARGS      extra libFuzzer flags (e.g. "-max_len=16384")
@@ -21,6 +25,7 @@ BUILD=${1:-$SRC/build-fuzz}
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-20}
 TARGETS=${FUZZ_TARGETS:-"frame_fuzz job_spec_fuzz codec_fuzz safetensors_fuzz control_fuzz agent_control_fuzz"}
 JOBS=${FUZZ_JOBS:-$(nproc)}
+UNIT_TESTS=${FUZZ_UNIT_TESTS:-0}
 CC=${CC:-clang-14}
 CXX=${CXX:-clang++-14}
 
@@ -34,17 +39,28 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/longhaul-fuzz-run-XXXXXX")
 cleanup() { rm -rf "$WORK"; }
 trap cleanup EXIT
 
+phase_start=$(date +%s)
+phase() { echo "== phase: $1 took $(( $(date +%s) - phase_start )) s"; phase_start=$(date +%s); }
 # -O1 -g without NDEBUG: asserts stay on, stacks stay readable.
 cmake -S "$SRC" -B "$BUILD" -G Ninja \
   -DCMAKE_C_COMPILER="$CC" -DCMAKE_CXX_COMPILER="$CXX" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
   -DLONGHAUL_FUZZ=ON \
-  -DLONGHAUL_CUDA=OFF -DLONGHAUL_TESTS=OFF -DLONGHAUL_BENCH=OFF -DLONGHAUL_WERROR=OFF \
+  -DLONGHAUL_CUDA=OFF -DLONGHAUL_TESTS="$([[ "$UNIT_TESTS" == 1 ]] && echo ON || echo OFF)" \
+  -DLONGHAUL_BENCH=OFF -DLONGHAUL_WERROR=OFF \
   -DCMAKE_DISABLE_FIND_PACKAGE_pybind11=ON \
   >"$WORK/configure.log" 2>&1 || { cat "$WORK/configure.log" >&2; echo "run.sh: configure failed" >&2; exit 2; }
 # shellcheck disable=SC2086
-cmake --build "$BUILD" --parallel "$JOBS" --target $TARGETS
+cmake --build "$BUILD" --parallel "$JOBS" --target $TARGETS $([[ "$UNIT_TESTS" == 1 ]] && echo unit-tests)
+phase "sanitizer build (clang)"
+
+if [[ "$UNIT_TESTS" == 1 ]]; then
+  # Leaks are the fuzz targets' check; the unit tests' processes may exit holding memory.
+  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir "$BUILD" -L unit --output-on-failure -j "$JOBS"
+  phase "unit tests under sanitizers"
+fi
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
@@ -88,4 +104,5 @@ done
 echo
 echo "=== libFuzzer summary (build: $BUILD)"
 printf '%s\n' "${summary[@]}"
+phase "fuzzing"
 exit $failed
