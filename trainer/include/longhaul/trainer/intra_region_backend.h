@@ -1,0 +1,63 @@
+// Which collectives a region's workers use among themselves: the job's
+// `intra_region` setting (auto | nccl | gloo) resolved against what every worker
+// of the region has.
+//
+//   gloo  Gloo over TCP, always possible.
+//   nccl  NCCL on the workers' GPUs; refused, naming the reason, when this build
+//         has no NCCL, when a worker sees no CUDA device, or when the program's
+//         parameters are in host memory (NCCL's collectives take device buffers).
+//   auto  NCCL when nccl would be accepted, else Gloo with nccl's reason.
+//
+// The decision is a pure function of every rank's facts, so the workers agree
+// on it by exchanging their facts through the region's rendezvous store
+// (AgreeIntraRegionBackend) and each computing the same answer.
+#pragma once
+
+#include <chrono>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "longhaul/common/status.h"
+#include "longhaul/trainer/intra_region.h"
+
+namespace longhaul::trainer {
+
+enum class IntraRegionSetting { kAuto, kNccl, kGloo };
+enum class IntraRegionBackend { kGloo, kNccl };
+
+// The setting's names, one table: "auto", "nccl", "gloo".
+std::string_view SettingName(IntraRegionSetting setting);
+std::string_view BackendName(IntraRegionBackend backend);
+// kInvalidArgument naming the value and the accepted names.
+Result<IntraRegionSetting> ParseIntraRegionSetting(std::string_view text);
+
+// What one worker brings to the decision.
+struct WorkerFacts {
+  int cuda_devices = 0;            // CUDA devices this worker's process sees
+  bool nccl_built = false;         // this binary was built with CUDA and NCCL
+  bool parameters_on_device = false;  // its program keeps parameters and gradients in device memory
+};
+
+struct BackendChoice {
+  IntraRegionBackend backend = IntraRegionBackend::kGloo;
+  std::string reason;  // why this backend, for logs, status and metrics
+};
+
+// facts[r] is rank r's. kFailedPrecondition when the setting is nccl and a rank
+// cannot take part (the message names the rank and what it lacks);
+// kInvalidArgument for an empty region.
+Result<BackendChoice> ChooseIntraRegionBackend(IntraRegionSetting setting, std::span<const WorkerFacts> facts);
+
+// This process's facts: devices from the CUDA runtime (0 without CUDA or a
+// driver), nccl_built from the build; parameters_on_device as the caller says.
+WorkerFacts LocalWorkerFacts(bool parameters_on_device);
+
+// Every rank sets its facts under "<prefix>/worker-facts/<rank>", reads every
+// other rank's (waiting up to `timeout` for each) and returns the choice, the
+// same on every rank. Errors name the rank whose facts were missing or malformed.
+Result<BackendChoice> AgreeIntraRegionBackend(RendezvousStore& store, const std::string& prefix, int rank, int size,
+                                              IntraRegionSetting setting, const WorkerFacts& mine,
+                                              std::chrono::milliseconds timeout);
+
+}  // namespace longhaul::trainer

@@ -1,0 +1,118 @@
+#include "longhaul/trainer/intra_region_backend.h"
+
+#include <array>
+#include <cstdio>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#ifdef LONGHAUL_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace longhaul::trainer {
+namespace {
+
+constexpr std::array<std::pair<IntraRegionSetting, std::string_view>, 3> kSettingNames = {{
+    {IntraRegionSetting::kAuto, "auto"},
+    {IntraRegionSetting::kNccl, "nccl"},
+    {IntraRegionSetting::kGloo, "gloo"},
+}};
+
+// Why NCCL cannot run on this region, naming the first rank that lacks something; none when it can.
+std::optional<std::string> WhyNotNccl(std::span<const WorkerFacts> facts) {
+  for (size_t r = 0; r < facts.size(); ++r) {
+    const std::string who = "worker rank " + std::to_string(r);
+    if (!facts[r].nccl_built) return who + " was built without CUDA and NCCL";
+    if (facts[r].cuda_devices <= 0) return who + " sees no CUDA device";
+    if (!facts[r].parameters_on_device) return who + "'s program keeps its parameters in host memory";
+  }
+  return std::nullopt;
+}
+
+// The facts as the store carries them: three decimal fields.
+std::string Encode(const WorkerFacts& f) {
+  return std::to_string(f.cuda_devices) + " " + (f.nccl_built ? "1" : "0") + " " + (f.parameters_on_device ? "1" : "0");
+}
+
+std::optional<WorkerFacts> Decode(const std::vector<char>& bytes) {
+  const std::string text(bytes.begin(), bytes.end());
+  WorkerFacts f;
+  int built = -1, on_device = -1, used = 0;
+  if (std::sscanf(text.c_str(), "%d %d %d%n", &f.cuda_devices, &built, &on_device, &used) != 3 ||
+      static_cast<size_t>(used) != text.size() || f.cuda_devices < 0 || (built != 0 && built != 1) ||
+      (on_device != 0 && on_device != 1))
+    return std::nullopt;
+  f.nccl_built = built == 1;
+  f.parameters_on_device = on_device == 1;
+  return f;
+}
+
+}  // namespace
+
+std::string_view SettingName(IntraRegionSetting setting) {
+  for (const auto& [s, name] : kSettingNames)
+    if (s == setting) return name;
+  return "unknown";
+}
+
+std::string_view BackendName(IntraRegionBackend backend) {
+  return backend == IntraRegionBackend::kNccl ? SettingName(IntraRegionSetting::kNccl)
+                                              : SettingName(IntraRegionSetting::kGloo);
+}
+
+Result<IntraRegionSetting> ParseIntraRegionSetting(std::string_view text) {
+  for (const auto& [s, name] : kSettingNames)
+    if (text == name) return s;
+  return InvalidArgument("intra_region: '" + std::string(text) + "' is not one of auto, nccl, gloo");
+}
+
+Result<BackendChoice> ChooseIntraRegionBackend(IntraRegionSetting setting, std::span<const WorkerFacts> facts) {
+  if (facts.empty()) return InvalidArgument("intra_region: a region without workers has no backend");
+  if (setting == IntraRegionSetting::kGloo) return BackendChoice{IntraRegionBackend::kGloo, "the job asks for gloo"};
+  const std::optional<std::string> why_not = WhyNotNccl(facts);
+  if (!why_not) {
+    return BackendChoice{IntraRegionBackend::kNccl, setting == IntraRegionSetting::kNccl
+                                                        ? "the job asks for nccl"
+                                                        : "every worker sees a CUDA device and keeps its parameters there"};
+  }
+  if (setting == IntraRegionSetting::kNccl) return FailedPrecondition("intra_region nccl: " + *why_not);
+  return BackendChoice{IntraRegionBackend::kGloo, "auto: not nccl, " + *why_not};
+}
+
+WorkerFacts LocalWorkerFacts(bool parameters_on_device) {
+  WorkerFacts f;
+  f.parameters_on_device = parameters_on_device;
+#ifdef LONGHAUL_HAVE_CUDA
+  f.nccl_built = true;
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) == cudaSuccess) f.cuda_devices = devices;
+  else cudaGetLastError();  // clears the sticky error of a machine without a driver
+#endif
+  return f;
+}
+
+Result<BackendChoice> AgreeIntraRegionBackend(RendezvousStore& store, const std::string& prefix, int rank, int size,
+                                              IntraRegionSetting setting, const WorkerFacts& mine,
+                                              std::chrono::milliseconds timeout) {
+  if (size < 1 || rank < 0 || rank >= size)
+    return InvalidArgument("intra_region: rank " + std::to_string(rank) + " of a region of " + std::to_string(size));
+  auto key = [&](int r) { return prefix + "/worker-facts/" + std::to_string(r); };
+  const std::string text = Encode(mine);
+  LONGHAUL_RETURN_IF_ERROR(store.Set(key(rank), std::vector<char>(text.begin(), text.end())).WithContext("intra_region"));
+  std::vector<WorkerFacts> facts(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) {
+      facts[r] = mine;
+      continue;
+    }
+    auto value = store.Get(key(r), timeout);
+    if (!value.ok()) return value.status().WithContext("intra_region: worker rank " + std::to_string(r) + "'s facts");
+    auto decoded = Decode(*value);
+    if (!decoded) return DataLoss("intra_region: " + key(r) + " is not '<devices> <nccl 0|1> <on device 0|1>'");
+    facts[r] = *decoded;
+  }
+  return ChooseIntraRegionBackend(setting, facts);
+}
+
+}  // namespace longhaul::trainer
