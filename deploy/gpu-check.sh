@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# On a machine with a CUDA GPU: builds with CUDA and NCCL and runs every test
+# that needs a GPU (ctest label gpu), within a time limit. Fails when the build
+# has no CUDA, or when a GPU test was skipped (no usable device) or failed:
+# here a skip is a failure, since the point is to run them.
+#
+#   deploy/gpu-check.sh [build-dir]      default build-gpu/ (ignored by git)
+#   GPU_CHECK_SECONDS (default 900), GPU_CHECK_CUDA_ARCHS (default native: the GPUs present)
+#
+# Not yet part of it (issue 18): a 2-region job on the GPUs and the --gpu
+# benchmarks; the worker has no device path to run them on yet.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build-gpu}
+LIMIT=${GPU_CHECK_SECONDS:-900}
+start=$(date +%s)
+left() { echo $(( LIMIT - ($(date +%s) - start) )); }
+
+nvidia-smi -L || { echo "gpu-check: nvidia-smi lists no GPU" >&2; exit 2; }
+./deploy/install-deps.sh
+configure=$(cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLONGHAUL_CUDA=ON -DLONGHAUL_WERROR=ON \
+                  -DCMAKE_CUDA_ARCHITECTURES="${GPU_CHECK_CUDA_ARCHS:-native}" 2>&1) || { echo "$configure" >&2; exit 2; }
+# cmake/LonghaulCuda.cmake says "longhaul: CUDA <version>, archs ..., NCCL ..." when both are found.
+if ! grep -q "longhaul: CUDA" <<<"$configure"; then
+  grep "longhaul:" <<<"$configure" >&2 || true
+  echo "gpu-check: this build has no CUDA and NCCL" >&2
+  exit 2
+fi
+timeout "$(left)" cmake --build "$BUILD" -j "$(nproc)"
+echo "== build took $(( $(date +%s) - start )) s"
+
+log=$(mktemp "${TMPDIR:-/tmp}/longhaul-gpu-check-XXXXXX")
+trap 'rm -f "$log"' EXIT
+set +e
+timeout "$(left)" ctest --test-dir "$BUILD" -L gpu --output-on-failure --no-tests=error | tee "$log"
+rc=${PIPESTATUS[0]}
+set -e
+if grep -q "(Skipped)" "$log"; then
+  echo "gpu-check: GPU tests were skipped (no usable CUDA device to this process)" >&2
+  exit 1
+fi
+[[ $rc -eq 0 ]] || { echo "gpu-check: GPU tests failed (ctest exit $rc)" >&2; exit "$rc"; }
+echo "== GPU tests passed; whole check took $(( $(date +%s) - start )) s"
