@@ -9,6 +9,7 @@
 #include "job_runtime.h"
 #include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/proto/frame.h"
+#include "longhaul/proto/wire_enums.h"
 #include "longhaul/proto/wire_timeouts.h"
 #include "longhaul/wan_transport/curve.h"
 #include "longhaul/common/printable_text.h"
@@ -177,6 +178,8 @@ void Orchestrator::HandleJobReady(const std::string& identity, const v1::Control
     m->heartbeats_without_job = 0;
     m->endpoint = r.endpoint();
     m->endpoint.set_region(r.region());
+    m->intra_region = r.intra_region();
+    m->intra_region_reason = r.intra_region_reason();
     m->detail.clear();
     // Until a round commits, every region initialises theta(0) from the job
     // seed, so all hold the state: also one assigned again after round 1
@@ -194,7 +197,10 @@ void Orchestrator::HandleJobReady(const std::string& identity, const v1::Control
     job.Member(r.region())->assignment_sent = false;
     return;
   }
-  spdlog::info("{}: {} ready with {} shard endpoints", job.rec.id, r.region(), want);
+  spdlog::info("{}: {} ready with {} shard endpoints, intra-region {} ({})", job.rec.id, r.region(), want,
+               proto::IntraRegionName(r.intra_region()), r.intra_region_reason());
+  if (metrics_ && r.intra_region() != v1::INTRA_REGION_UNSPECIFIED)
+    metrics_->IntraRegionBackend(job.rec.id, r.region(), proto::IntraRegionName(r.intra_region()));
   if (job.rec.state == JobState::kScheduled) CheckScheduledJob(job);
 }
 

@@ -20,6 +20,9 @@ struct JobMember {
   int heartbeats_without_job = 0;
   Clock::TimePoint assigned_at{};
   v1::PeerEndpoint endpoint;
+  // What its workers' intra-region group runs and why (from JobReady; not stored).
+  v1::IntraRegion intra_region = v1::INTRA_REGION_UNSPECIFIED;
+  std::string intra_region_reason;
   std::string detail;
   std::optional<v1::RoundReport> last_report;
   std::string restore_from;    // the checkpoint its next assignment restores ("" = none; not stored)
@@ -29,6 +32,8 @@ struct JobMember {
   void ForgetLaunch(std::string why) {
     ready = holds_state = assignment_sent = confirmed = false;
     heartbeats_without_job = 0;
+    intra_region = v1::INTRA_REGION_UNSPECIFIED;
+    intra_region_reason.clear();
     detail = std::move(why);
   }
 };

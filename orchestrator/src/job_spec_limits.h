@@ -33,6 +33,7 @@ inline constexpr TextLimit kOuterName{"outer.name", 64};
 inline constexpr TextLimit kOuterLrDecay{"outer.lr_decay", 64};
 inline constexpr TextLimit kSyncKind{"sync.kind", 64};
 inline constexpr TextLimit kCodec{"compression.codec", 64};  // an enum on the wire
+inline constexpr TextLimit kIntraRegion{"intra_region", 64};    // an enum on the wire
 inline constexpr TextLimit kWorkerPreset{"worker.preset", 64};
 inline constexpr TextLimit kCommandArg{"worker.command", 4096};  // each entry
 inline constexpr TextLimit kEnvName{"worker.env", 256};          // each name
@@ -41,8 +42,9 @@ inline constexpr TextLimit kWorkingDir{"worker.working_dir", 4096};
 inline constexpr TextLimit kAdaptiveCodec{"sync.adaptive.codecs", 64};  // each name; enums on the wire
 
 // Every scalar string field the YAML reader reads with FieldReader::Str.
-inline constexpr TextLimit kScalarFields[] = {kName,     kModelPreset, kTextPath,     kInnerName,  kOuterName,
-                                              kOuterLrDecay, kSyncKind, kCodec,  kWorkerPreset, kWorkingDir};
+inline constexpr TextLimit kScalarFields[] = {kName,         kModelPreset, kTextPath, kInnerName,    kOuterName,
+                                              kOuterLrDecay, kSyncKind,    kCodec,    kIntraRegion, kWorkerPreset,
+                                              kWorkingDir};
 
 // Entries of the lists and mappings.
 inline constexpr size_t kMaxRegions = 64;       // regions (and region_count)

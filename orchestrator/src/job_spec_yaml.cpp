@@ -462,6 +462,13 @@ Status ParseTop(const YAML::Node& root, std::string_view src, v1::JobSpec* spec)
   LH_FIELD(r, U32, spec, min_regions);
   LH_FIELD(r, U32, spec, workers_per_region);
   LH_FIELD(r, U32, spec, checkpoint_interval);
+  if (root["intra_region"]) {
+    std::string intra_region;
+    LONGHAUL_RETURN_IF_ERROR(r.Str("intra_region", &intra_region));
+    auto parsed = proto::IntraRegionFromName(intra_region);
+    if (!parsed.ok()) return r.Error(root["intra_region"], parsed.status().message());
+    spec->set_intra_region(*parsed);
+  }
   std::optional<YAML::Node> worker, data, inner, outer, sync, comp;
   LONGHAUL_RETURN_IF_ERROR(r.Sub("worker", &worker));
   LONGHAUL_RETURN_IF_ERROR(r.Sub("data", &data));

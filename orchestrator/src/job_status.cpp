@@ -70,6 +70,8 @@ v1::JobStatus Orchestrator::BuildStatus(const Job& job) const {
     else if (in_round) state = job.attempt->reports.count(m.region) ? "reported" : "training";
     else state = m.holds_state ? "idle" : "joining";
     p->set_state(state);
+    p->set_intra_region(m.intra_region);
+    p->set_intra_region_reason(m.intra_region_reason);
     p->set_round(m.last_report ? m.last_report->round() : rec.last_committed_round);
     if (m.last_report) {
       p->set_loss(m.last_report->loss());

@@ -1,6 +1,7 @@
 #include "longhaul/orchestrator/metrics.h"
 
 #include "longhaul/orchestrator/job_state.h"
+#include "longhaul/proto/wire_enums.h"
 
 namespace longhaul::orchestrator {
 
@@ -72,7 +73,11 @@ OrchestratorMetrics::OrchestratorMetrics(prometheus::Registry& r)
       plan_cu_(BuildGauge()
                    .Name("longhaul_job_predicted_utilisation")
                    .Help("Compute utilisation the CU model predicts for the job's current round plan (0 = unknown)")
-                   .Register(r)) {}
+                   .Register(r)),
+      intra_region_(BuildGauge()
+                        .Name("longhaul_region_intra_region_backend")
+                        .Help("1 for the collectives (backend nccl or gloo) a region's workers run among themselves")
+                        .Register(r)) {}
 
 void OrchestratorMetrics::SetJobsByState(const std::map<std::string, int>& counts) {
   for (const auto& info : kJobStates) {
@@ -108,6 +113,14 @@ void OrchestratorMetrics::RegionReport(const std::string& job, const std::string
   loss_.Add({{"job", job}, {"region", region}}).Set(loss);
   val_loss_.Add({{"job", job}, {"region", region}}).Set(val_loss);
   tokens_.Add({{"job", job}, {"region", region}}).Set(tps);
+}
+
+void OrchestratorMetrics::IntraRegionBackend(const std::string& job, const std::string& region,
+                                             std::string_view backend) {
+  for (v1::IntraRegion known : {v1::INTRA_REGION_NCCL, v1::INTRA_REGION_GLOO}) {
+    const std::string_view name = proto::IntraRegionName(known);
+    intra_region_.Add({{"job", job}, {"region", region}, {"backend", std::string(name)}}).Set(name == backend ? 1 : 0);
+  }
 }
 
 void OrchestratorMetrics::WanBytes(const std::string& job, const std::string& codec, double bytes) {

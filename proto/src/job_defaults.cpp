@@ -73,6 +73,7 @@ void FillJobDefaults(v1::JobSpec* spec) {
   if (spec->workers_per_region() == 0) spec->set_workers_per_region(d::kWorkersPerRegion);
   if (!spec->has_checkpoint_interval()) spec->set_checkpoint_interval(d::kCheckpointInterval);
   if (!spec->worker().has_exit_grace_s()) spec->mutable_worker()->set_exit_grace_s(d::kWorkerExitGraceS);
+  if (spec->intra_region() == v1::INTRA_REGION_UNSPECIFIED) spec->set_intra_region(d::kIntraRegion);
   const bool command = spec->has_worker() && spec->worker().has_command();
   if (!command) {
     // The built-in trainer's preset, in both spellings (worker.preset and the

@@ -19,6 +19,12 @@ constexpr std::array<std::pair<sp::Codec, v1::Codec>, 7> kWireCodecs = {{
     {sp::Codec::kTopK2Bit, v1::CODEC_TOPK_2BIT},
 }};
 
+constexpr std::array<std::pair<v1::IntraRegion, std::string_view>, 3> kIntraRegionNames = {{
+    {v1::INTRA_REGION_AUTO, "auto"},
+    {v1::INTRA_REGION_NCCL, "nccl"},
+    {v1::INTRA_REGION_GLOO, "gloo"},
+}};
+
 }  // namespace
 
 v1::Codec CodecToWire(sp::Codec codec) {
@@ -49,6 +55,18 @@ Result<v1::Codec> CodecFromName(std::string_view name) {
   auto mine = sp::ParseCodec(name);
   if (!mine.ok()) return mine.status().WithContext("compression.codec");
   return CodecToWire(*mine);
+}
+
+std::string_view IntraRegionName(v1::IntraRegion intra_region) {
+  for (const auto& [value, name] : kIntraRegionNames)
+    if (value == intra_region) return name;
+  return "unset";
+}
+
+Result<v1::IntraRegion> IntraRegionFromName(std::string_view name) {
+  for (const auto& [value, known] : kIntraRegionNames)
+    if (known == name) return value;
+  return InvalidArgument("intra_region: '" + std::string(name) + "' is not one of auto, nccl, gloo");
 }
 
 Result<sp::SyncKind> SyncKindOf(const v1::SyncPolicy& sync) {

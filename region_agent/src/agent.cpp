@@ -235,6 +235,8 @@ void Agent::SendJobReady(const RegionJob& job) {
   ready->set_region(options_.region);
   *ready->mutable_endpoint() = *job.endpoint();
   ready->set_restored_round(job.restored_round());
+  ready->set_intra_region(job.intra_region());
+  ready->set_intra_region_reason(job.intra_region_reason());
   SendToOrchestrator(std::move(msg));
 }
 

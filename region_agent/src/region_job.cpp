@@ -11,6 +11,7 @@
 #include "longhaul/common/printable_text.h"
 #include "longhaul/common/random_token.h"
 #include "longhaul/proto/frame.h"
+#include "longhaul/proto/wire_enums.h"
 #include "longhaul/region_agent/region_report.h"
 #include "longhaul/session/local_address.h"
 #include "longhaul/session/session_options.h"
@@ -130,6 +131,8 @@ Status RegionJob::SpawnWorkers() {
   }
   routing_ids_.assign(n, "");
   wan_endpoints_.assign(n, "");
+  intra_region_ = v1::INTRA_REGION_UNSPECIFIED;  // this launch's workers decide anew
+  intra_region_reason_.clear();
   tokens_.clear();
   for (int rank = 0; rank < n; ++rank) tokens_.push_back(RandomToken());
   auto free_port = session::FreeTcpPort();
@@ -197,8 +200,16 @@ Status RegionJob::OnHello(const std::string& routing_id, const v1::WorkerHello& 
     return DataLoss("worker " + std::to_string(rank) + " restored round " + std::to_string(hello.restored_round()) +
                     ", the assignment's checkpoint holds round " + std::to_string(assignment_.checkpoint_round()));
   }
+  if (intra_region_ != v1::INTRA_REGION_UNSPECIFIED && hello.intra_region() != intra_region_) {
+    // The ranks decide from the same facts, so they cannot differ unless one misbehaves.
+    return DataLoss("worker " + std::to_string(rank) + " runs its intra-region collectives over " +
+                    std::string(proto::IntraRegionName(hello.intra_region())) + ", an earlier worker over " +
+                    std::string(proto::IntraRegionName(intra_region_)));
+  }
   routing_ids_[rank] = routing_id;
   wan_endpoints_[rank] = hello.wan_endpoint();
+  intra_region_ = hello.intra_region();
+  intra_region_reason_ = hello.intra_region_reason();
   num_params_ = hello.num_params();
   restored_round_ = hello.restored_round();
   loss_floor_ = hello.loss_floor();

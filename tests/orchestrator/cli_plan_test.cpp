@@ -58,3 +58,17 @@ TEST_CASE("cli: status shows an adaptive job's round plan, its predicted CU, re-
   s.mutable_spec()->mutable_sync()->clear_adaptive();
   CHECK_THAT(RenderJobStatus(s, false), !Catch::Contains("plan H="));
 }
+
+TEST_CASE("status: each region's intra-region backend and its reason, once its workers are up", "[cli]") {
+  longhaul::v1::JobStatus s;
+  s.set_job_id("job-2");
+  s.set_total_rounds(4);
+  auto* up = s.add_regions();
+  up->set_region("eu-west");
+  up->set_intra_region(longhaul::v1::INTRA_REGION_GLOO);
+  up->set_intra_region_reason("auto: not nccl, worker rank 0 sees no CUDA device");
+  s.add_regions()->set_region("us-east");  // its workers are not up yet
+  const std::string text = RenderJobStatus(s, false);
+  CHECK_THAT(text, Catch::Contains("intra-region gloo: auto: not nccl, worker rank 0 sees no CUDA device"));
+  CHECK(text.find("intra-region") == text.rfind("intra-region"));  // us-east has none to show
+}

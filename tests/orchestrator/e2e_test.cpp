@@ -42,6 +42,32 @@ TEST_CASE("e2e: a 3-region DiLoCo job on real agents and workers finishes", "[e2
        at = metrics.find("\nlonghaul_link_rtt_seconds{", at + 1))
     ++measured_links;
   CHECK(measured_links >= 3);  // every edge of the 3-region ring
+  // Each region's workers agreed on their collectives: Gloo here (auto; no
+  // program keeps its parameters on a device yet), with the reason, in status and /metrics.
+  REQUIRE(st.regions_size() == 3);
+  for (const auto& region : st.regions()) {
+    INFO(region.region());
+    CHECK(region.intra_region() == v1::INTRA_REGION_GLOO);
+    CHECK_THAT(region.intra_region_reason(), Catch::StartsWith("auto: not nccl, worker rank 0"));
+    CHECK_THAT(metrics, Catch::Contains("longhaul_region_intra_region_backend{backend=\"gloo\",job=\"" + job +
+                                        "\",region=\"" + region.region() + "\"} 1"));
+  }
+}
+
+TEST_CASE("e2e: intra_region nccl is refused, naming the worker and what it lacks", "[e2e]") {
+  RealCluster c("e2e-nccl");
+  c.StartOrchestrator();
+  for (const auto& r : kClusterRegions) c.StartAgent(r);
+  v1::JobSpec spec = c.Spec(3, 5);
+  spec.set_intra_region(v1::INTRA_REGION_NCCL);
+  const std::string job = c.Submit(spec);
+  // No program keeps its parameters on a device yet, so no worker anywhere can
+  // take part: the first region to try rejects the job, which fails saying why.
+  const v1::JobStatus st = c.WaitFor(job, JobDone, 120s);
+  INFO("reason: " << st.reason() << " (logs in " << c.dir << ")");
+  CHECK(st.state() == "failed");
+  CHECK(st.round() == 0);
+  CHECK_THAT(st.reason(), Catch::Contains("intra-region group: intra_region nccl: worker rank 0"));
 }
 
 TEST_CASE("e2e: an agent killed mid-round, the job continues with two and replicas stay identical", "[e2e]") {

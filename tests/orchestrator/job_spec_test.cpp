@@ -1,5 +1,6 @@
 #include "longhaul/proto/job_defaults.h"
 #include "longhaul/orchestrator/job_spec.h"
+#include "longhaul/proto/wire_enums.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -77,6 +78,30 @@ TEST_CASE("defaults: a 0 written in the file stays 0, what is left out comes fro
   auto yaml = ParseJobSpecYaml("name: job\nrounds: 3\nsync: {kind: sync}\n", "job.yaml");
   REQUIRE(yaml.ok());
   CHECK(yaml->DebugString() == wire.DebugString());
+}
+
+TEST_CASE("intra_region: auto by default, nccl or gloo when asked, anything else named with its line", "[job_spec]") {
+  auto unset = ParseJobSpecYaml("name: x\nrounds: 3\n", "job.yaml");
+  REQUIRE(unset.ok());
+  CHECK(unset->intra_region() == longhaul::proto::job_defaults::kIntraRegion);
+  CHECK(unset->intra_region() == v1::INTRA_REGION_AUTO);
+  for (auto [text, value] : {std::pair{"auto", v1::INTRA_REGION_AUTO}, std::pair{"nccl", v1::INTRA_REGION_NCCL},
+                             std::pair{"gloo", v1::INTRA_REGION_GLOO}}) {
+    auto spec = ParseJobSpecYaml(std::string("name: x\nrounds: 3\nintra_region: ") + text + "\n", "job.yaml");
+    REQUIRE(spec.ok());
+    CHECK(spec->intra_region() == value);
+    CHECK(longhaul::proto::IntraRegionName(value) == text);
+  }
+  auto bad = ParseJobSpecYaml("name: x\nrounds: 3\nintra_region: cuda\n", "job.yaml");
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.status().message(), Catch::Contains("line 3") &&
+                                         Catch::Contains("intra_region: 'cuda' is not one of auto, nccl, gloo"));
+  // A wire spec with a value the names do not know is refused at admission.
+  v1::JobSpec wire = DefaultJobSpec();
+  wire.set_intra_region(static_cast<v1::IntraRegion>(9));
+  auto refused = ValidateJobSpec(wire);
+  REQUIRE_FALSE(refused.ok());
+  CHECK_THAT(refused.message(), Catch::Contains("intra_region") && Catch::Contains("auto, nccl or gloo"));
 }
 
 TEST_CASE("an unknown field is an error naming the field and its line", "[job_spec]") {

@@ -124,6 +124,20 @@ std::vector<orchestrator::EventRecord> RealCluster::Events(const std::string& jo
   return (*store)->LoadEvents(job, 1000).value();
 }
 
+std::string RealCluster::WaitForText(const std::string& job, const std::string& needle) const {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  std::string text;
+  while (std::chrono::steady_clock::now() < deadline) {
+    text.clear();
+    for (const auto& e : Events(job)) text.append(e.kind).append(": ").append(e.message).append("\n");
+    const v1::JobStatus st = WaitFor(job, [](const v1::JobStatus&) { return true; }, std::chrono::seconds(1));
+    text += st.reason() + "\n" + st.worker_output();  // the cluster's admin key sees the output
+    if (text.find(needle) != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return text;
+}
+
 v1::JobStatus RealCluster::Cancel(const std::string& job) const {
   v1::ControlMessage req;
   req.mutable_cancel_job()->set_job_id(job);

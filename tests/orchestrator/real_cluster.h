@@ -98,6 +98,9 @@ struct RealCluster {
     }
     return rounds;
   }
+  // Polls the job's events, reason and worker output (as an admin sees them)
+  // until `needle` shows up or 60 s pass; returns the last text read.
+  std::string WaitForText(const std::string& job, const std::string& needle) const;
   // Cancels the job and waits (bounded) until it has ended; returns its status.
   v1::JobStatus Cancel(const std::string& job) const;
 };

@@ -42,6 +42,13 @@ TEST_CASE("region_agent: A well-formed assignment is admitted with defaults fill
   CHECK(job->schedule.inner_steps == 5);
   CHECK(job->outer.name == "nesterov");
   CHECK(job->compression.codec == longhaul::sync_policies::Codec::kInt8Block);  // the table's, for diloco
+  CHECK(job->intra_region == longhaul::trainer::IntraRegionSetting::kAuto);
+  auto a = Good();
+  a.mutable_spec()->set_intra_region(longhaul::v1::INTRA_REGION_GLOO);
+  job = lw::AdmitJob(a, "eu", 4);
+  REQUIRE(job.ok());
+  CHECK(job->intra_region == longhaul::trainer::IntraRegionSetting::kGloo);
+  CHECK(lw::IntraRegionToWire(longhaul::trainer::IntraRegionBackend::kNccl) == longhaul::v1::INTRA_REGION_NCCL);
 }
 
 TEST_CASE("region_agent: Bad assignments are refused with a message naming the problem", "[job_config]") {
@@ -74,6 +81,11 @@ TEST_CASE("region_agent: Bad assignments are refused with a message naming the p
   a = Good();
   a.mutable_spec()->mutable_sync()->set_kind("gossip");
   CHECK(!lw::AdmitJob(a, "eu", 4).ok());               // unknown sync kind
+  a = Good();
+  a.mutable_spec()->clear_intra_region();
+  r = lw::AdmitJob(a, "eu", 4);
+  REQUIRE(!r.ok());                                    // the orchestrator fills every default
+  CHECK(r.status().message().find("intra_region is unset") != std::string::npos);
   a = Good();
   a.mutable_spec()->mutable_outer()->set_name("lion");
   a.mutable_spec()->mutable_outer()->set_lr(0.5);

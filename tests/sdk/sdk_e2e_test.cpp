@@ -425,32 +425,13 @@ TEST_CASE("sdk: a script that raises is reported with its traceback, to the job'
   CHECK(listed->DebugString().find("tokenizer exploded") == std::string::npos);
 }
 
-namespace {
-
-// Polls the job's events and status until `needle` shows up (or 60 s pass).
-std::string WaitForText(const RealCluster& c, const std::string& job, const std::string& needle) {
-  const auto deadline = std::chrono::steady_clock::now() + 60s;
-  std::string text;
-  while (std::chrono::steady_clock::now() < deadline) {
-    text.clear();
-    for (const auto& e : c.Events(job)) text.append(e.kind).append(": ").append(e.message).append("\n");
-    const v1::JobStatus st = c.WaitFor(job, [](const v1::JobStatus&) { return true; }, 1s);
-    text += st.reason() + "\n" + st.worker_output();  // the cluster's admin key sees the output
-    if (text.find(needle) != std::string::npos) break;
-    std::this_thread::sleep_for(200ms);
-  }
-  return text;
-}
-
-}  // namespace
-
 TEST_CASE("sdk: a script that never connects, or hangs in a round, is reported with its output", "[sdk]") {
   // Round timeout above the cluster's 15 s collective timeout (the hierarchy).
   RealCluster c("sdk-hang", {.agent_flags = {"--worker-start-timeout-s", "5"}, .round_timeout_s = 18});
   c.StartOrchestrator();
   for (int i = 0; i < 2; ++i) c.StartAgent(kClusterRegions[i]);
   const std::string never = c.Submit(CommandSpec(c, {kPython, kSource + "/tests/sdk/workers/hang_worker.py", "start"}, 3, 5));
-  std::string text = WaitForText(c, never, "never connected");
+  std::string text = c.WaitForText(never, "never connected");
   INFO(text);
   CHECK_THAT(text, Catch::Contains("did not report ready within 5 s") && Catch::Contains("never arrives"));
   REQUIRE(c.Client() != nullptr);
@@ -460,7 +441,7 @@ TEST_CASE("sdk: a script that never connects, or hangs in a round, is reported w
   c.WaitFor(never, JobDone, 30s);
 
   const std::string hung = c.Submit(CommandSpec(c, {kPython, kSource + "/tests/sdk/workers/hang_worker.py", "round"}, 3, 5));
-  text = WaitForText(c, hung, "hung?");
+  text = c.WaitForText(hung, "hung?");
   INFO(text);
   CHECK_THAT(text, Catch::Contains("sent no round report within 18 s") && Catch::Contains("nobody releases"));
 }

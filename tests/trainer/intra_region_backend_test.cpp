@@ -17,20 +17,6 @@ const WorkerFacts kHostParameters{8, true, false};
 const WorkerFacts kNoNccl{2, false, true};
 }  // namespace
 
-TEST_CASE("intra_region: the setting's names parse and print, anything else is refused by name", "[trainer]") {
-  for (auto s : {IntraRegionSetting::kAuto, IntraRegionSetting::kNccl, IntraRegionSetting::kGloo}) {
-    auto parsed = ParseIntraRegionSetting(SettingName(s));
-    REQUIRE(parsed.ok());
-    CHECK(*parsed == s);
-  }
-  CHECK(BackendName(IntraRegionBackend::kNccl) == "nccl");
-  CHECK(BackendName(IntraRegionBackend::kGloo) == "gloo");
-  auto bad = ParseIntraRegionSetting("NCCL");
-  REQUIRE_FALSE(bad.ok());
-  CHECK(bad.status().code() == StatusCode::kInvalidArgument);
-  CHECK(bad.status().message() == "intra_region: 'NCCL' is not one of auto, nccl, gloo");
-}
-
 TEST_CASE("intra_region: auto is nccl only when every worker can take part, else gloo with the reason", "[trainer]") {
   std::vector<WorkerFacts> all_gpu{kGpu, kGpu, kGpu};
   auto choice = ChooseIntraRegionBackend(IntraRegionSetting::kAuto, all_gpu);

@@ -1,9 +1,7 @@
 #include "longhaul/trainer/intra_region_backend.h"
 
-#include <array>
 #include <cstdio>
 #include <optional>
-#include <utility>
 #include <vector>
 
 #ifdef LONGHAUL_HAVE_CUDA
@@ -12,12 +10,6 @@
 
 namespace longhaul::trainer {
 namespace {
-
-constexpr std::array<std::pair<IntraRegionSetting, std::string_view>, 3> kSettingNames = {{
-    {IntraRegionSetting::kAuto, "auto"},
-    {IntraRegionSetting::kNccl, "nccl"},
-    {IntraRegionSetting::kGloo, "gloo"},
-}};
 
 // Why NCCL cannot run on this region, naming the first rank that lacks something; none when it can.
 std::optional<std::string> WhyNotNccl(std::span<const WorkerFacts> facts) {
@@ -49,23 +41,6 @@ std::optional<WorkerFacts> Decode(const std::vector<char>& bytes) {
 }
 
 }  // namespace
-
-std::string_view SettingName(IntraRegionSetting setting) {
-  for (const auto& [s, name] : kSettingNames)
-    if (s == setting) return name;
-  return "unknown";
-}
-
-std::string_view BackendName(IntraRegionBackend backend) {
-  return backend == IntraRegionBackend::kNccl ? SettingName(IntraRegionSetting::kNccl)
-                                              : SettingName(IntraRegionSetting::kGloo);
-}
-
-Result<IntraRegionSetting> ParseIntraRegionSetting(std::string_view text) {
-  for (const auto& [s, name] : kSettingNames)
-    if (text == name) return s;
-  return InvalidArgument("intra_region: '" + std::string(text) + "' is not one of auto, nccl, gloo");
-}
 
 Result<BackendChoice> ChooseIntraRegionBackend(IntraRegionSetting setting, std::span<const WorkerFacts> facts) {
   if (facts.empty()) return InvalidArgument("intra_region: a region without workers has no backend");

@@ -143,6 +143,25 @@ Status ValidateJobId(const std::string& job_id) {
   return Status::Ok();
 }
 
+Result<trainer::IntraRegionSetting> IntraRegionFromWire(v1::IntraRegion intra_region) {
+  switch (intra_region) {
+    case v1::INTRA_REGION_AUTO:
+      return trainer::IntraRegionSetting::kAuto;
+    case v1::INTRA_REGION_NCCL:
+      return trainer::IntraRegionSetting::kNccl;
+    case v1::INTRA_REGION_GLOO:
+      return trainer::IntraRegionSetting::kGloo;
+    case v1::INTRA_REGION_UNSPECIFIED:
+      return InvalidArgument("intra_region is unset (the orchestrator fills every default at admission)");
+    default:
+      return InvalidArgument("intra_region: unknown value " + std::to_string(static_cast<int>(intra_region)));
+  }
+}
+
+v1::IntraRegion IntraRegionToWire(trainer::IntraRegionBackend backend) {
+  return backend == trainer::IntraRegionBackend::kNccl ? v1::INTRA_REGION_NCCL : v1::INTRA_REGION_GLOO;
+}
+
 Result<JobConfig> ParseJobAssignment(const v1::JobAssignment& a) {
   LONGHAUL_RETURN_IF_ERROR(ValidateJobId(a.job_id()));
   if (!a.has_spec()) return InvalidArgument("assignment has no spec");
@@ -190,6 +209,10 @@ Result<JobConfig> ParseJobAssignment(const v1::JobAssignment& a) {
   if (!is_command) LONGHAUL_RETURN_IF_ERROR(trainer::CheckModelCoversData(job.model, job.data).WithContext("spec"));
   LONGHAUL_RETURN_IF_ERROR(ParseInner(spec.inner(), job.rounds, job));
   LONGHAUL_RETURN_IF_ERROR(ParseOuter(spec.outer(), job));
+
+  auto intra_region = IntraRegionFromWire(spec.intra_region());
+  if (!intra_region.ok()) return intra_region.status().WithContext("spec");
+  job.intra_region = *intra_region;
 
   auto compression = proto::CompressionFromWire(spec.compression());
   if (!compression.ok()) return compression.status().WithContext("spec");

@@ -73,6 +73,20 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
     LONGHAUL_ASSIGN_OR_RETURN(auto config, worker::ParseJobAssignment(assignment));
     LONGHAUL_RETURN_IF_ERROR(CheckRank(options, config));  // before a group is formed with it
     LONGHAUL_ASSIGN_OR_RETURN(const std::string host, WorkerHost(options.wan_host, options.agent_endpoint));
+    // The region's workers agree on their backend through the launch's store.
+    // Programs behind a session keep their parameters in host memory, which
+    // NCCL's collectives cannot take: auto resolves to Gloo (naming why), nccl
+    // is refused.
+    auto choice = trainer::AgreeIntraRegionBackend(*launch.store, config.job_id, options.rank,
+                                                   static_cast<int>(config.workers), config.intra_region,
+                                                   trainer::LocalWorkerFacts(/*parameters_on_device=*/false),
+                                                   options.collective_timeout);
+    if (!choice.ok()) return choice.status().WithContext("intra-region group");
+    if (choice->backend != trainer::IntraRegionBackend::kGloo)
+      return Internal("intra-region group: " + choice->reason + ", but this worker has no NCCL path");
+    std::cerr << "worker " << options.rank << " of region " << options.region
+              << ": intra-region collectives over gloo (" << choice->reason << ")\n";
+    c.intra_region = std::move(*choice);
     trainer::GlooGroupOptions gloo;
     gloo.host = host;  // the group's pairs connect host to host
     gloo.store = std::move(launch.store);
@@ -119,6 +133,7 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options, 
     if (c.group == nullptr || c.wan == nullptr || !c.connect)
       return InvalidArgument("a session needs its intra-region group, WAN port and agent link");
     s->group_ = std::move(c.group);
+    s->intra_region_ = std::move(c.intra_region);
     s->wan_ = std::move(c.wan);
     return Status::Ok();
   }();
@@ -159,6 +174,8 @@ void Session::SayHello(const Status& status, uint32_t restored_round, double los
     hello->set_num_params(params_.size());
     hello->set_restored_round(restored_round);
     hello->set_loss_floor(loss_floor);
+    hello->set_intra_region(worker::IntraRegionToWire(intra_region_.backend));
+    hello->set_intra_region_reason(intra_region_.reason);
   }
   channel_->Send(std::move(msg));
 }

@@ -114,6 +114,11 @@ std::string RenderJobStatus(const v1::JobStatus& s, bool color) {
       << " " << r.state();
     if (!r.waiting_on().empty()) o << "  (" << r.waiting_on() << ")";
     o << "\n";
+    if (r.intra_region() != v1::INTRA_REGION_UNSPECIFIED) {
+      o << "  " << Pad("", 10) << " intra-region " << proto::IntraRegionName(r.intra_region());
+      if (!r.intra_region_reason().empty()) o << ": " << r.intra_region_reason();
+      o << "\n";
+    }
   }
   if (!s.worker_output().empty()) {
     // Only the job's owner and admins receive it.

@@ -29,6 +29,9 @@ class OrchestratorMetrics {
   void RegionReport(const std::string& job, const std::string& region, double loss, double val_loss,
                     double tokens_per_second);
   void WanBytes(const std::string& job, const std::string& codec, double bytes);
+  // The collectives a region's workers run among themselves for `job`: 1 for
+  // `backend` ("nccl" or "gloo"), 0 for the other.
+  void IntraRegionBackend(const std::string& job, const std::string& region, std::string_view backend);
   void MessageRejected(const std::string& why);
   // `operation` is one of a fixed set of phrases ("starting a round"): a bounded label.
   void StateWriteFailed(std::string_view operation);
@@ -59,6 +62,7 @@ class OrchestratorMetrics {
   prometheus::Family<prometheus::Counter>& replans_;
   prometheus::Family<prometheus::Gauge>& plan_inner_steps_;
   prometheus::Family<prometheus::Gauge>& plan_cu_;
+  prometheus::Family<prometheus::Gauge>& intra_region_;
 };
 
 }  // namespace longhaul::orchestrator

@@ -23,6 +23,7 @@ inline constexpr uint32_t kMinRegions = 2;        // capped at the region count
 inline constexpr uint32_t kWorkersPerRegion = 1;
 inline constexpr uint32_t kCheckpointInterval = 0;  // never
 inline constexpr uint32_t kWorkerExitGraceS = 60;   // after the job ends, before SIGTERM
+inline constexpr v1::IntraRegion kIntraRegion = v1::INTRA_REGION_AUTO;  // NCCL where every worker can, else Gloo
 
 // Data (the built-in trainer's default source; a command worker brings its own).
 inline constexpr uint64_t kSyntheticSeed = 1234;

@@ -21,6 +21,11 @@ Result<sync_policies::CompressionOptions> CompressionFromWire(const v1::Compress
 std::string_view CodecName(v1::Codec codec);
 Result<v1::Codec> CodecFromName(std::string_view name);
 
+// The job spec's intra_region spelling ("auto", "nccl", "gloo"; "unset" for
+// UNSPECIFIED) and back (kInvalidArgument naming the field and the accepted names).
+std::string_view IntraRegionName(v1::IntraRegion intra_region);
+Result<v1::IntraRegion> IntraRegionFromName(std::string_view name);
+
 // kInvalidArgument naming sync.kind and the accepted kinds.
 Result<sync_policies::SyncKind> SyncKindOf(const v1::SyncPolicy& sync);
 void SetSyncKind(v1::SyncPolicy* sync, sync_policies::SyncKind kind);

@@ -102,6 +102,9 @@ class RegionJob {
   const std::optional<v1::PeerEndpoint>& endpoint() const { return endpoint_; }
   uint64_t num_params() const { return num_params_; }
   uint32_t restored_round() const { return restored_round_; }
+  // What the workers' intra-region group runs (NCCL or GLOO; unset before their hellos) and why.
+  v1::IntraRegion intra_region() const { return intra_region_; }
+  const std::string& intra_region_reason() const { return intra_region_reason_; }
   double loss_floor() const { return loss_floor_; }
 
   // First worker (or link emulator) that ended while not stopping.
@@ -172,6 +175,8 @@ class RegionJob {
   uint64_t num_params_ = 0;
   double loss_floor_ = 0;
   uint32_t restored_round_ = 0;  // of the checkpoint the workers restored (all the same)
+  v1::IntraRegion intra_region_ = v1::INTRA_REGION_UNSPECIFIED;  // all the same
+  std::string intra_region_reason_;
   std::optional<v1::RoundCommand> current_;
   // Per worker: since when it owes a round report (nullopt: it owes none).
   std::vector<std::optional<std::chrono::steady_clock::time_point>> owes_report_since_;

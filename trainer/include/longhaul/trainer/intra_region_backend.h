@@ -16,21 +16,15 @@
 #include <chrono>
 #include <span>
 #include <string>
-#include <string_view>
 
 #include "longhaul/common/status.h"
 #include "longhaul/trainer/intra_region.h"
 
 namespace longhaul::trainer {
 
+// The job spec's names for these are proto/wire_enums.h's (v1::IntraRegion).
 enum class IntraRegionSetting { kAuto, kNccl, kGloo };
 enum class IntraRegionBackend { kGloo, kNccl };
-
-// The setting's names, one table: "auto", "nccl", "gloo".
-std::string_view SettingName(IntraRegionSetting setting);
-std::string_view BackendName(IntraRegionBackend backend);
-// kInvalidArgument naming the value and the accepted names.
-Result<IntraRegionSetting> ParseIntraRegionSetting(std::string_view text);
 
 // What one worker brings to the decision.
 struct WorkerFacts {

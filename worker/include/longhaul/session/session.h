@@ -39,6 +39,7 @@
 #include "longhaul/session/session_options.h"
 #include "longhaul/sync_policies/in_process_link.h"
 #include "longhaul/trainer/intra_region.h"
+#include "longhaul/trainer/intra_region_backend.h"
 
 namespace longhaul::session {
 
@@ -76,6 +77,7 @@ class Session {
   // WAN port, and the agent link, connected last with the session's watcher.
   struct Collaborators {
     std::unique_ptr<trainer::IntraRegionGroup> group;
+    trainer::BackendChoice intra_region;  // the group's backend and why (the hello reports it)
     std::unique_ptr<worker::WanPort> wan;
     AgentLinkFactory connect;
   };
@@ -147,6 +149,7 @@ class Session {
   v1::JobAssignment assignment_;
   Timeouts timeouts_;  // the assignment's (the orchestrator's), bounding every wait
   std::unique_ptr<trainer::IntraRegionGroup> group_;
+  trainer::BackendChoice intra_region_;
   std::unique_ptr<worker::WanPort> wan_;
   std::unique_ptr<AgentLink> channel_;
   std::unique_ptr<worker::InnerState> owned_inner_;  // from StartOptions::optimizer_state

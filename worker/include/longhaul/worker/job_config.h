@@ -22,6 +22,7 @@
 #include "longhaul/sync_policies/outer_optimizer.h"
 #include "longhaul/sync_policies/schedule.h"
 #include "longhaul/trainer/data.h"
+#include "longhaul/trainer/intra_region_backend.h"
 #include "longhaul/trainer/model.h"
 #include "longhaul/trainer/optimizer.h"
 #include "longhaul/sync_policies/moment_sync.h"
@@ -57,7 +58,14 @@ struct JobConfig {
   sync_policies::OuterOptimizerOptions outer;
   sync_policies::CompressionOptions compression;
   sync_policies::ScheduleOptions schedule;     // kind "" -> diloco; H 0 -> 50
+  trainer::IntraRegionSetting intra_region = trainer::IntraRegionSetting::kAuto;
 };
+
+// Between the spec's intra_region (v1::IntraRegion) and the trainer's enums.
+// kInvalidArgument for UNSPECIFIED (the orchestrator fills every default at
+// admission) or an unknown value.
+Result<trainer::IntraRegionSetting> IntraRegionFromWire(v1::IntraRegion intra_region);
+v1::IntraRegion IntraRegionToWire(trainer::IntraRegionBackend backend);
 
 // Translates and validates; errors name the field and the bad value. Does not
 // touch the file system (see AdmitJob). With a command worker model_preset is
