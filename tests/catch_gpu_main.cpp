@@ -4,12 +4,10 @@
 // SKIP_RETURN_CODE the suites are registered with): a test that could not run
 // never counts as passed. Listing the cases (test discovery at build time)
 // needs no device.
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
-
 #include <cstdio>
 #include <string_view>
 
+#include "catch_runner.h"
 #include "longhaul/sync_policies/cuda_codecs.h"
 
 namespace {
@@ -31,5 +29,5 @@ int main(int argc, char** argv) {
       return kSkipReturnCode;
     }
   }
-  return Catch::Session().run(argc, argv);
+  return longhaul::testing::RunCatch(argc, argv);
 }

@@ -1,3 +1,4 @@
-// The one Catch2 main, compiled once and shared by every test binary.
-#define CATCH_CONFIG_MAIN
-#include <catch2/catch.hpp>
+// The main of every test binary but the gpu ones (catch_gpu_main.cpp).
+#include "catch_runner.h"
+
+int main(int argc, char** argv) { return longhaul::testing::RunCatch(argc, argv); }
