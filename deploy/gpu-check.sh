@@ -14,7 +14,12 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build-gpu}
 LIMIT=${GPU_CHECK_SECONDS:-900}
 start=$(date +%s)
-left() { echo $(( LIMIT - ($(date +%s) - start) )); }
+# Seconds left of the limit; fails naming the step when none are.
+left() {
+  local n=$(( LIMIT - ($(date +%s) - start) ))
+  if (( n <= 0 )); then echo "gpu-check: the ${LIMIT} s limit was spent before $1" >&2; return 1; fi
+  echo "$n"
+}
 
 nvidia-smi -L || { echo "gpu-check: nvidia-smi lists no GPU" >&2; exit 2; }
 ./deploy/install-deps.sh
@@ -26,16 +31,20 @@ if ! grep -q "longhaul: CUDA" <<<"$configure"; then
   echo "gpu-check: this build has no CUDA and NCCL" >&2
   exit 2
 fi
-timeout "$(left)" cmake --build "$BUILD" -j "$(nproc)"
+budget=$(left "the build") || exit 1
+timeout "$budget" cmake --build "$BUILD" -j "$(nproc)" || { echo "gpu-check: the build failed or ran out of time" >&2; exit 1; }
 echo "== build took $(( $(date +%s) - start )) s"
 
 log=$(mktemp "${TMPDIR:-/tmp}/longhaul-gpu-check-XXXXXX")
 trap 'rm -f "$log"' EXIT
+budget=$(left "the GPU tests") || exit 1
 set +e
-timeout "$(left)" ctest --test-dir "$BUILD" -L gpu --output-on-failure --no-tests=error | tee "$log"
+timeout "$budget" ctest --test-dir "$BUILD" -L gpu --output-on-failure --no-tests=error | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
 if grep -q "(Skipped)" "$log"; then
+  # ctest prints no output for a skipped test: the suites' main says why.
+  grep -h "SKIPPED:" "$BUILD/Testing/Temporary/LastTest.log" | sort -u >&2 || true
   echo "gpu-check: GPU tests were skipped (no usable CUDA device to this process)" >&2
   exit 1
 fi

@@ -1,9 +1,10 @@
 // The Catch2 main of the suites whose every case needs a CUDA device (label gpu).
 // Without a usable device (no GPU, no driver, or a build without CUDA) it runs
-// nothing and exits with kSkipReturnCode, which ctest reports as skipped (the
-// SKIP_RETURN_CODE the suites are registered with): a test that could not run
-// never counts as passed. Listing the cases (test discovery at build time)
-// needs no device.
+// nothing and exits with LONGHAUL_SKIP_RETURN_CODE, which ctest reports as
+// skipped (tests/CMakeLists.txt registers the suites with it as their
+// SKIP_RETURN_CODE): a test that could not run never counts as passed. A run
+// whose failures happen to number that code says 1 instead. Listing the cases
+// (test discovery at build time) needs no device.
 #include <cstdio>
 #include <string_view>
 
@@ -11,8 +12,6 @@
 #include "longhaul/sync_policies/cuda_codecs.h"
 
 namespace {
-constexpr int kSkipReturnCode = 77;  // tests/CMakeLists.txt registers the gpu suites with it
-
 bool OnlyLists(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::string_view(argv[i]).starts_with("--list")) return true;
@@ -26,8 +25,9 @@ int main(int argc, char** argv) {
     const longhaul::Status usable = longhaul::sync_policies::cuda::DeviceUsable();
     if (!usable.ok()) {
       std::printf("SKIPPED: this test needs a CUDA device: %s\n", usable.ToString().c_str());
-      return kSkipReturnCode;
+      return LONGHAUL_SKIP_RETURN_CODE;
     }
   }
-  return longhaul::testing::RunCatch(argc, argv);
+  const int failed = longhaul::testing::RunCatch(argc, argv);  // Catch returns the number of failed checks
+  return failed == LONGHAUL_SKIP_RETURN_CODE ? 1 : failed;
 }

@@ -19,7 +19,8 @@ namespace longhaul::orchestrator {
 void Orchestrator::RecordMembers(Job& job) {
   job.rec.regions.clear();
   for (const auto& m : job.members)
-    job.rec.regions.push_back({m.region, m.index, m.ready, m.holds_state, m.endpoint});
+    job.rec.regions.push_back({m.region, m.index, m.ready, m.holds_state, m.endpoint, m.intra_region,
+                               m.intra_region_reason});
 }
 
 void Orchestrator::NoteWriteFailure(Job& job, std::string_view what, const longhaul::Status& s) {

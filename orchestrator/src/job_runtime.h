@@ -20,7 +20,7 @@ struct JobMember {
   int heartbeats_without_job = 0;
   Clock::TimePoint assigned_at{};
   v1::PeerEndpoint endpoint;
-  // What its workers' intra-region group runs and why (from JobReady; not stored).
+  // What its workers' intra-region group runs and why (from JobReady).
   v1::IntraRegion intra_region = v1::INTRA_REGION_UNSPECIFIED;
   std::string intra_region_reason;
   std::string detail;

@@ -239,8 +239,9 @@ Status ValidateJobSpec(const v1::JobSpec& s) {
     return Bad("min_regions", "must be in 1.." + std::to_string(need), std::to_string(s.min_regions()));
   if (s.workers_per_region() == 0 || s.workers_per_region() > 256)
     return Bad("workers_per_region", "must be in 1..256", std::to_string(s.workers_per_region()));
-  if (proto::IntraRegionName(s.intra_region()) == "unset")
-    return Bad("intra_region", "must be auto, nccl or gloo", std::to_string(static_cast<int>(s.intra_region())));
+  if (!proto::IntraRegionFromName(proto::IntraRegionName(s.intra_region())).ok())  // not in the names table
+    return Bad("intra_region", "must be one of " + proto::IntraRegionNames(),
+               std::to_string(static_cast<int>(s.intra_region())));
   LONGHAUL_RETURN_IF_ERROR(worker_rules::CheckWorker(s));
   LONGHAUL_RETURN_IF_ERROR(ValidateData(s));
   LONGHAUL_RETURN_IF_ERROR(ValidateOptimizers(s));

@@ -13,7 +13,7 @@ namespace {
 
 constexpr int kBusyTimeoutMs = 5000;
 
-constexpr int kSchemaVersion = 8;
+constexpr int kSchemaVersion = 9;
 
 // Migration i brings the schema from version i to i+1.
 const char* const kMigrations[] = {
@@ -70,6 +70,9 @@ CREATE TABLE round_regions (
   tokens INTEGER NOT NULL, compute_seconds REAL NOT NULL, comm_seconds REAL NOT NULL, wall_seconds REAL NOT NULL,
   PRIMARY KEY (job_id, round, region));
 )sql",
+    // 9: the collectives each region's workers run among themselves (intra_region) and why.
+    "ALTER TABLE job_regions ADD COLUMN intra_region INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE job_regions ADD COLUMN intra_region_reason TEXT NOT NULL DEFAULT '';",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion);
 
@@ -269,13 +272,17 @@ Status StateStore::SaveJobTx(const JobRecord& j) {
   Stmt del(db_, "DELETE FROM job_regions WHERE job_id=?");
   LONGHAUL_RETURN_IF_ERROR(del.Text(1, j.id).Run());
   for (const auto& r : j.regions) {
-    Stmt ins(db_, "INSERT INTO job_regions (job_id, region, idx, ready, holds_state, endpoint) VALUES (?,?,?,?,?,?)");
+    Stmt ins(db_,
+             "INSERT INTO job_regions (job_id, region, idx, ready, holds_state, endpoint, intra_region, "
+             "intra_region_reason) VALUES (?,?,?,?,?,?,?,?)");
     LONGHAUL_RETURN_IF_ERROR(ins.Text(1, j.id)
                                  .Text(2, r.region)
                                  .Bind(3, static_cast<int64_t>(r.index))
                                  .Bind(4, static_cast<int64_t>(r.ready))
                                  .Bind(5, static_cast<int64_t>(r.holds_state))
                                  .Bind(6, r.endpoint.SerializeAsString())
+                                 .Bind(7, static_cast<int64_t>(r.intra_region))
+                                 .Text(8, r.intra_region_reason)
                                  .Run());
   }
   return Status::Ok();
@@ -382,7 +389,9 @@ Result<std::vector<JobRecord>> StateStore::LoadJobs() {
   }
   LONGHAUL_RETURN_IF_ERROR(err);
   for (auto& j : jobs) {
-    Stmt r(db_, "SELECT region, idx, ready, holds_state, endpoint FROM job_regions WHERE job_id=? ORDER BY idx");
+    Stmt r(db_,
+           "SELECT region, idx, ready, holds_state, endpoint, intra_region, intra_region_reason FROM job_regions "
+           "WHERE job_id=? ORDER BY idx");
     r.Text(1, j.id);
     while (r.Step(&err)) {
       JobRegionRecord jr;
@@ -391,6 +400,12 @@ Result<std::vector<JobRecord>> StateStore::LoadJobs() {
       jr.ready = r.Int(2) != 0;
       jr.holds_state = r.Int(3) != 0;
       if (!jr.endpoint.ParseFromString(r.Blob(4))) return DataLoss("job " + j.id + ": stored endpoint does not parse");
+      const int64_t intra_region = r.Int(5);
+      if (!v1::IntraRegion_IsValid(static_cast<int>(intra_region)))
+        return DataLoss("job " + j.id + ": region " + jr.region + " has unknown intra_region " +
+                        std::to_string(intra_region));
+      jr.intra_region = static_cast<v1::IntraRegion>(intra_region);
+      jr.intra_region_reason = r.Blob(6);
       j.regions.push_back(std::move(jr));
     }
     LONGHAUL_RETURN_IF_ERROR(err);

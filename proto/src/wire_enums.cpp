@@ -63,10 +63,16 @@ std::string_view IntraRegionName(v1::IntraRegion intra_region) {
   return "unset";
 }
 
+std::string IntraRegionNames() {
+  std::string names;
+  for (const auto& [value, name] : kIntraRegionNames) names += (names.empty() ? "" : ", ") + std::string(name);
+  return names;
+}
+
 Result<v1::IntraRegion> IntraRegionFromName(std::string_view name) {
   for (const auto& [value, known] : kIntraRegionNames)
     if (known == name) return value;
-  return InvalidArgument("intra_region: '" + std::string(name) + "' is not one of auto, nccl, gloo");
+  return InvalidArgument("intra_region: '" + std::string(name) + "' is not one of " + IntraRegionNames());
 }
 
 Result<sp::SyncKind> SyncKindOf(const v1::SyncPolicy& sync) {

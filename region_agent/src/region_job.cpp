@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <fstream>
@@ -131,8 +132,6 @@ Status RegionJob::SpawnWorkers() {
   }
   routing_ids_.assign(n, "");
   wan_endpoints_.assign(n, "");
-  intra_region_ = v1::INTRA_REGION_UNSPECIFIED;  // this launch's workers decide anew
-  intra_region_reason_.clear();
   tokens_.clear();
   for (int rank = 0; rank < n; ++rank) tokens_.push_back(RandomToken());
   auto free_port = session::FreeTcpPort();
@@ -200,16 +199,26 @@ Status RegionJob::OnHello(const std::string& routing_id, const v1::WorkerHello& 
     return DataLoss("worker " + std::to_string(rank) + " restored round " + std::to_string(hello.restored_round()) +
                     ", the assignment's checkpoint holds round " + std::to_string(assignment_.checkpoint_round()));
   }
-  if (intra_region_ != v1::INTRA_REGION_UNSPECIFIED && hello.intra_region() != intra_region_) {
+  const v1::IntraRegion backend = hello.intra_region();
+  if (backend != v1::INTRA_REGION_NCCL && backend != v1::INTRA_REGION_GLOO) {
+    return InvalidArgument("worker " + std::to_string(rank) + " reported intra-region collectives '" +
+                           std::string(proto::IntraRegionName(backend)) + "', not nccl or gloo");
+  }
+  if (intra_region_rank_ && backend != intra_region_) {
     // The ranks decide from the same facts, so they cannot differ unless one misbehaves.
     return DataLoss("worker " + std::to_string(rank) + " runs its intra-region collectives over " +
-                    std::string(proto::IntraRegionName(hello.intra_region())) + ", an earlier worker over " +
-                    std::string(proto::IntraRegionName(intra_region_)));
+                    std::string(proto::IntraRegionName(backend)) + ", worker " + std::to_string(*intra_region_rank_) +
+                    " over " + std::string(proto::IntraRegionName(intra_region_)));
   }
   routing_ids_[rank] = routing_id;
   wan_endpoints_[rank] = hello.wan_endpoint();
-  intra_region_ = hello.intra_region();
-  intra_region_reason_ = hello.intra_region_reason();
+  if (!intra_region_rank_) {
+    intra_region_rank_ = rank;
+    intra_region_ = backend;
+    // Shown to everyone who asks for the job's status: printable and short.
+    intra_region_reason_ = PrintableTail(hello.intra_region_reason(), kMaxIntraRegionReasonBytes);
+    std::replace(intra_region_reason_.begin(), intra_region_reason_.end(), '\n', ' ');  // one line in status
+  }
   num_params_ = hello.num_params();
   restored_round_ = hello.restored_round();
   loss_floor_ = hello.loss_floor();

@@ -101,7 +101,7 @@ TEST_CASE("intra_region: auto by default, nccl or gloo when asked, anything else
   wire.set_intra_region(static_cast<v1::IntraRegion>(9));
   auto refused = ValidateJobSpec(wire);
   REQUIRE_FALSE(refused.ok());
-  CHECK_THAT(refused.message(), Catch::Contains("intra_region") && Catch::Contains("auto, nccl or gloo"));
+  CHECK_THAT(refused.message(), Catch::Contains("intra_region") && Catch::Contains("one of auto, nccl, gloo"));
 }
 
 TEST_CASE("an unknown field is an error naming the field and its line", "[job_spec]") {

@@ -40,6 +40,8 @@ TEST_CASE("the store uses WAL and survives close and reopen", "[state_store]") {
     job.epoch = 3;
     job.regions = {{"eu-west", 0, true, true, {}}, {"us-east", 1, true, false, {}}};
     job.regions[0].endpoint.add_shard_endpoints("tcp://127.0.0.1:5000");
+    job.regions[0].intra_region = v1::INTRA_REGION_GLOO;
+    job.regions[0].intra_region_reason = "auto: not nccl, worker rank 0 sees no CUDA device";
     job.worker_output = "eu-west worker 0:\nTraceback: boom";
     REQUIRE((*store)->SaveJob(job).ok());
     CommittedRound r;
@@ -67,7 +69,7 @@ TEST_CASE("the store uses WAL and survives close and reopen", "[state_store]") {
   }
   auto store = StateStore::Open(file);
   REQUIRE(store.ok());
-  CHECK((*store)->schema_version() == 8);
+  CHECK((*store)->schema_version() == 9);
   auto job = (*store)->LoadJob(id).value();
   REQUIRE(job.has_value());
   CHECK(job->state == JobState::kRunning);
@@ -76,6 +78,9 @@ TEST_CASE("the store uses WAL and survives close and reopen", "[state_store]") {
   CHECK(job->last_committed_round == 1);
   REQUIRE(job->regions.size() == 2);
   CHECK(job->regions[0].endpoint.shard_endpoints(0) == "tcp://127.0.0.1:5000");
+  CHECK(job->regions[0].intra_region == v1::INTRA_REGION_GLOO);
+  CHECK(job->regions[0].intra_region_reason == "auto: not nccl, worker rank 0 sees no CUDA device");
+  CHECK(job->regions[1].intra_region == v1::INTRA_REGION_UNSPECIFIED);  // its workers never said
   CHECK_FALSE(job->regions[1].holds_state);
   auto rounds = (*store)->LoadRounds(id).value();
   REQUIRE(rounds.size() == 1);
@@ -124,13 +129,14 @@ TEST_CASE("a version-1 state file is migrated and keeps its rounds", "[state_sto
                        "ALTER TABLE jobs DROP COLUMN plan; ALTER TABLE jobs DROP COLUMN inner_steps_done; "
                        "ALTER TABLE jobs DROP COLUMN replans; ALTER TABLE rounds DROP COLUMN inner_steps; "
                        "ALTER TABLE rounds DROP COLUMN codec; ALTER TABLE rounds DROP COLUMN overlap_steps; "
-                       "DROP TABLE round_regions; UPDATE meta SET value=1",
+                       "DROP TABLE round_regions; ALTER TABLE job_regions DROP COLUMN intra_region; "
+                       "ALTER TABLE job_regions DROP COLUMN intra_region_reason; UPDATE meta SET value=1",
                        nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
   }
   auto store = StateStore::Open(file);
   REQUIRE(store.ok());
-  CHECK((*store)->schema_version() == 8);
+  CHECK((*store)->schema_version() == 9);
   const JobRecord old = *(*store)->LoadJob(id).value();
   CHECK(old.worker_output.empty());
   // Its committed round ran with the spec's H.

@@ -145,6 +145,7 @@ struct Rig {
     o.compute_throttle_percent = compute_throttle_percent;
     ls::Session::Collaborators c;
     c.group = longhaul::trainer::MakeSingleRankGroup();
+    c.intra_region = {longhaul::trainer::IntraRegionBackend::kGloo, "the rig's group"};
     auto fake = std::make_unique<FakeWan>();
     wan = fake.get();
     c.wan = std::move(fake);
@@ -158,8 +159,11 @@ struct Rig {
     started = std::async(std::launch::async, [this] { return session->Start(params, {}); });
     const auto hello = agent.Sent(0);
     REQUIRE(hello.has_worker_hello());
-    if (hello.worker_hello().error().code() == v1::ERROR_CODE_UNSPECIFIED)  // a refused start says why instead
+    if (hello.worker_hello().error().code() == v1::ERROR_CODE_UNSPECIFIED) {  // a refused start says why instead
       CHECK(hello.worker_hello().num_params() == params.size());
+      CHECK(hello.worker_hello().intra_region() == v1::INTRA_REGION_GLOO);  // its group's backend, and why
+      CHECK(hello.worker_hello().intra_region_reason() == "the rig's group");
+    }
     if (!first) return;
     agent.Push(*first);
     REQUIRE(started.get().ok());

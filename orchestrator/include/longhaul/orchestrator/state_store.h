@@ -31,6 +31,9 @@ struct JobRegionRecord {
   bool ready = false;
   bool holds_state = false;
   v1::PeerEndpoint endpoint;
+  // What its workers' intra-region group runs (NCCL or GLOO; unset before they are up) and why.
+  v1::IntraRegion intra_region = v1::INTRA_REGION_UNSPECIFIED;
+  std::string intra_region_reason;
 };
 
 struct JobRecord {

@@ -25,6 +25,8 @@ Result<v1::Codec> CodecFromName(std::string_view name);
 // UNSPECIFIED) and back (kInvalidArgument naming the field and the accepted names).
 std::string_view IntraRegionName(v1::IntraRegion intra_region);
 Result<v1::IntraRegion> IntraRegionFromName(std::string_view name);
+// "auto, nccl, gloo": the names, for messages.
+std::string IntraRegionNames();
 
 // kInvalidArgument naming sync.kind and the accepted kinds.
 Result<sync_policies::SyncKind> SyncKindOf(const v1::SyncPolicy& sync);

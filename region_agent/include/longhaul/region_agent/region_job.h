@@ -175,8 +175,11 @@ class RegionJob {
   uint64_t num_params_ = 0;
   double loss_floor_ = 0;
   uint32_t restored_round_ = 0;  // of the checkpoint the workers restored (all the same)
-  v1::IntraRegion intra_region_ = v1::INTRA_REGION_UNSPECIFIED;  // all the same
+  // From the first hello; every later one must name the same backend.
+  std::optional<uint32_t> intra_region_rank_;
+  v1::IntraRegion intra_region_ = v1::INTRA_REGION_UNSPECIFIED;
   std::string intra_region_reason_;
+  static constexpr size_t kMaxIntraRegionReasonBytes = 256;
   std::optional<v1::RoundCommand> current_;
   // Per worker: since when it owes a round report (nullopt: it owes none).
   std::vector<std::optional<std::chrono::steady_clock::time_point>> owes_report_since_;
