@@ -200,8 +200,7 @@ void Orchestrator::HandleJobReady(const std::string& identity, const v1::Control
   }
   spdlog::info("{}: {} ready with {} shard endpoints, intra-region {} ({})", job.rec.id, r.region(), want,
                proto::IntraRegionName(r.intra_region()), r.intra_region_reason());
-  if (metrics_ && r.intra_region() != v1::INTRA_REGION_UNSPECIFIED)
-    metrics_->IntraRegionBackend(job.rec.id, r.region(), proto::IntraRegionName(r.intra_region()));
+  if (metrics_) metrics_->IntraRegionBackend(job.rec.id, r.region(), r.intra_region());
   if (job.rec.state == JobState::kScheduled) CheckScheduledJob(job);
 }
 

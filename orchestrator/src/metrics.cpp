@@ -116,10 +116,11 @@ void OrchestratorMetrics::RegionReport(const std::string& job, const std::string
 }
 
 void OrchestratorMetrics::IntraRegionBackend(const std::string& job, const std::string& region,
-                                             std::string_view backend) {
+                                             v1::IntraRegion backend) {
+  if (backend == v1::INTRA_REGION_UNSPECIFIED) return;
   for (v1::IntraRegion known : {v1::INTRA_REGION_NCCL, v1::INTRA_REGION_GLOO}) {
-    const std::string_view name = proto::IntraRegionName(known);
-    intra_region_.Add({{"job", job}, {"region", region}, {"backend", std::string(name)}}).Set(name == backend ? 1 : 0);
+    intra_region_.Add({{"job", job}, {"region", region}, {"backend", std::string(proto::IntraRegionName(known))}})
+        .Set(known == backend ? 1 : 0);
   }
 }
 

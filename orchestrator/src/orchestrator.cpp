@@ -8,7 +8,6 @@
 
 #include "job_index.h"
 #include "job_runtime.h"
-#include "longhaul/proto/wire_enums.h"
 #include "job_spec_limits.h"
 #include "longhaul/orchestrator/authorization.h"
 #include "longhaul/orchestrator/request_limits.h"
@@ -75,8 +74,7 @@ Status Orchestrator::Restore() {
       // what the store says it held.
       m.ready = r.ready && job->rec.state == JobState::kRunning;
       m.holds_state = r.holds_state && job->rec.state == JobState::kRunning;
-      if (metrics_ && m.ready && m.intra_region != v1::INTRA_REGION_UNSPECIFIED)
-        metrics_->IntraRegionBackend(job->rec.id, m.region, proto::IntraRegionName(m.intra_region));
+      if (metrics_ && m.ready) metrics_->IntraRegionBackend(job->rec.id, m.region, m.intra_region);
       job->members.push_back(std::move(m));
     }
     if (!job->rec.idempotency_key.empty()) by_idempotency_key_[job->rec.idempotency_key] = job->rec.id;

@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "longhaul/v1/control.pb.h"
+
 namespace longhaul::orchestrator {
 
 class OrchestratorMetrics {
@@ -30,8 +32,8 @@ class OrchestratorMetrics {
                     double tokens_per_second);
   void WanBytes(const std::string& job, const std::string& codec, double bytes);
   // The collectives a region's workers run among themselves for `job`: 1 for
-  // `backend` ("nccl" or "gloo"), 0 for the other.
-  void IntraRegionBackend(const std::string& job, const std::string& region, std::string_view backend);
+  // `backend` (NCCL or GLOO), 0 for the other; nothing while it is unset.
+  void IntraRegionBackend(const std::string& job, const std::string& region, v1::IntraRegion backend);
   void MessageRejected(const std::string& why);
   // `operation` is one of a fixed set of phrases ("starting a round"): a bounded label.
   void StateWriteFailed(std::string_view operation);
