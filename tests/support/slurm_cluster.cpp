@@ -25,6 +25,15 @@ bool WaitUntil(F done, std::chrono::seconds limit) {
   }
 }
 
+// A process a Slurm job step started: Slurm puts SLURM_JOB_ID in its environment.
+bool RunsForASlurmJob(const ProcessEntry& p) {
+  std::ifstream in(p.dir / "environ", std::ios::binary);
+  std::string entry;
+  while (std::getline(in, entry, '\0'))
+    if (entry.starts_with("SLURM_JOB_ID=")) return true;
+  return false;
+}
+
 }  // namespace
 
 std::string SlurmCluster::Unavailable() {
@@ -146,10 +155,24 @@ SlurmCluster::~SlurmCluster() {
   slurmctld_.Stop(SIGTERM, std::chrono::seconds(10));
   munged_.Stop(SIGTERM, std::chrono::seconds(10));
   // A job step's slurmstepd outlives slurmd; this process is a subreaper, so
-  // what is left of it is ours to end and reap.
+  // what is left of it is ours to end and reap, with the step's own processes
+  // (a cancelled batch job's `sleep` could outlive its slurmstepd): those are
+  // ours once their slurmstepd is gone.
   for (const pid_t pid : ChildrenNamed(::getpid(), "slurmstepd")) {
+    const std::vector<pid_t> tasks = Descendants(pid);
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
+    for (const pid_t task : tasks) {
+      ::kill(task, SIGKILL);
+      ::waitpid(task, nullptr, 0);  // ECHILD for one its own parent reaped first
+    }
+  }
+  // A step's process whose slurmstepd had already gone was handed to this
+  // process (the subreaper) then.
+  for (const auto& p : ListProcesses()) {
+    if (p.ppid != ::getpid() || !RunsForASlurmJob(p)) continue;
+    ::kill(p.pid, SIGKILL);
+    ::waitpid(p.pid, nullptr, 0);
   }
   ::unsetenv("SLURM_CONF");
 }

@@ -341,4 +341,20 @@ std::vector<pid_t> ChildrenNamed(pid_t parent, const std::string& name) {
   return out;
 }
 
+std::vector<pid_t> Descendants(pid_t root) {
+  const std::vector<ProcessEntry> all = ListProcesses();
+  std::vector<pid_t> out;
+  std::vector<pid_t> parents{root};
+  while (!parents.empty()) {
+    const pid_t parent = parents.back();
+    parents.pop_back();
+    for (const auto& p : all) {
+      if (p.ppid != parent) continue;
+      out.push_back(p.pid);
+      parents.push_back(p.pid);
+    }
+  }
+  return out;
+}
+
 }  // namespace longhaul::testing

@@ -100,6 +100,8 @@ std::vector<ProcessEntry> ListProcesses();
 // Direct children of `parent` whose executable is named `name` (the name is
 // cut to comm's 15 characters).
 std::vector<pid_t> ChildrenNamed(pid_t parent, const std::string& name);
+// Every process below `root`: its children, theirs, and so on.
+std::vector<pid_t> Descendants(pid_t root);
 
 // A TCP port on 127.0.0.1 nobody listens on right now (for a server a test
 // starts with a fixed port: Prometheus, Slurm's daemons).
