@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "longhaul/trainer/data.h"
+#include "longhaul/trainer/device_trainer.h"
 #include "longhaul/trainer/gemm.h"
 #include "longhaul/trainer/nccl_group.h"
 
@@ -63,4 +65,35 @@ TEST_CASE("trainer: the nccl unique id travels through the region's rendezvous s
   CHECK(missing.status().message().find("job8/nccl-unique-id") != std::string::npos);
   REQUIRE(lonely->Set("job9/nccl-unique-id", {'x'}).ok());
   CHECK(ShareNcclUniqueId(*lonely, "job9", 1, std::chrono::seconds(1)).status().code() == StatusCode::kDataLoss);
+}
+
+TEST_CASE("trainer: the device model and trainer refuse bad options before any device is touched",
+          "[trainer][cuda]") {
+  ModelConfig bad = *ModelPreset("tiny");
+  bad.hidden_dim = 0;
+  auto model = DeviceByteLM::Create(bad, 0);
+  REQUIRE_FALSE(model.ok());
+  CHECK(model.status().code() == StatusCode::kInvalidArgument);
+  CHECK(model.status().message().find("hidden_dim") != std::string::npos);
+
+  auto data = MakeDataSource(DataOptions{}, 0, 1, 0, 1);
+  REQUIRE(data.ok());
+  auto group = MakeSingleRankGroup();
+  TrainerOptions options{.model = *ModelPreset("tiny")};
+  options.batch_size = 0;
+  auto trainer = DeviceInnerTrainer::Create(options, **data, *group, 0);
+  REQUIRE_FALSE(trainer.ok());
+  CHECK(trainer.status().code() == StatusCode::kInvalidArgument);
+  CHECK(trainer.status().message().find("batch_size") != std::string::npos);
+
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    // Without a usable GPU: a Status naming CUDA, never a crash.
+    auto none = DeviceByteLM::Create(*ModelPreset("tiny"), 0);
+    REQUIRE_FALSE(none.ok());
+    CHECK(none.status().code() == StatusCode::kUnavailable);
+    CHECK(none.status().message().find("cuda") != std::string::npos);
+    options.batch_size = 4;
+    CHECK(DeviceInnerTrainer::Create(options, **data, *group, 0).status().code() == StatusCode::kUnavailable);
+  }
 }

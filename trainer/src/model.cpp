@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "longhaul/trainer/byte_lm_math.h"
 #include "longhaul/trainer/model.h"
 #include "split_mix.h"
 
@@ -14,45 +15,50 @@ namespace {
 
 constexpr int kVocab = 256;
 
-// Exact GELU x * Phi(x). With `grad`, z is overwritten by GELU'(z) = Phi + z * phi,
-// computed from the same erf, so the backward pass needs no transcendental calls.
+// GELU over n values; with `z_grad`, z is overwritten by GELU'(z).
 void GeluInPlace(const float* z_in, float* a, float* z_grad, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    const float x = z_in[i];
-    const float cdf = 0.5f * (1.0f + std::erf(x * 0.70710678118654752f));
-    a[i] = x * cdf;
-    if (z_grad) z_grad[i] = cdf + x * 0.39894228040143268f * std::exp(-0.5f * x * x);
+  if (z_grad) {
+    for (size_t i = 0; i < n; ++i) a[i] = math::Gelu(z_in[i], &z_grad[i]);
+  } else {
+    for (size_t i = 0; i < n; ++i) a[i] = math::Gelu(z_in[i], nullptr);
   }
 }
 
 }  // namespace
 
-ByteLM::ByteLM(ModelConfig config, std::shared_ptr<Gemm> gemm)
-    : config_(std::move(config)), gemm_(gemm ? std::move(gemm) : MakeCpuGemm()) {
+std::vector<TensorView> ByteLMLayout(const ModelConfig& config) {
+  std::vector<TensorView> tensors;
   size_t offset = 0;
   auto add = [&](std::string name, std::vector<int64_t> shape) {
     size_t n = 1;
     for (int64_t d : shape) n *= static_cast<size_t>(d);
-    tensors_.push_back({std::move(name), std::move(shape), offset, n});
+    tensors.push_back({std::move(name), std::move(shape), offset, n});
     offset += n;
   };
-  const int E = config_.embed_dim, H = config_.hidden_dim;
+  const int E = config.embed_dim, H = config.hidden_dim;
   add("embed.weight", {kVocab, E});
-  int in = config_.context * E;
-  for (int l = 0; l < config_.hidden_layers; ++l) {
+  int in = config.context * E;
+  for (int l = 0; l < config.hidden_layers; ++l) {
     add("layers." + std::to_string(l) + ".weight", {in, H});
     add("layers." + std::to_string(l) + ".bias", {H});
     in = H;
   }
   add("head.weight", {H, kVocab});
   add("head.bias", {kVocab});
-  params_.assign(offset, 0.0f);
+  return tensors;
 }
 
-void ByteLM::InitParams(uint64_t seed) {
+ByteLM::ByteLM(ModelConfig config, std::shared_ptr<Gemm> gemm)
+    : config_(std::move(config)),
+      gemm_(gemm ? std::move(gemm) : MakeCpuGemm()),
+      tensors_(ByteLMLayout(config_)) {
+  params_.assign(tensors_.back().offset + tensors_.back().numel, 0.0f);
+}
+
+void InitByteLMParams(const std::vector<TensorView>& layout, uint64_t seed, std::span<float> params) {
   SplitMix rng(seed ^ 0x6c6f6e676861756cULL);  // "longhaul"
-  for (const TensorView& t : tensors_) {
-    float* p = params_.data() + t.offset;
+  for (const TensorView& t : layout) {
+    float* p = params.data() + t.offset;
     if (t.shape.size() == 1) {  // biases
       std::fill(p, p + t.numel, 0.0f);
       continue;
@@ -64,6 +70,8 @@ void ByteLM::InitParams(uint64_t seed) {
     for (size_t i = 0; i < t.numel; ++i) p[i] = bound * (2.0f * rng.NextFloat() - 1.0f);
   }
 }
+
+void ByteLM::InitParams(uint64_t seed) { InitByteLMParams(tensors_, seed, params_); }
 
 double ByteLM::ForwardGemmFlops(int batch_size) const {
   double macs = 0;
@@ -147,9 +155,7 @@ void ByteLM::Backward(const Batch& batch, float* grad) {
   float* g_wo = grad + tensors_[1 + 2 * L].offset;
   float* g_bo = grad + tensors_[2 + 2 * L].offset;
   gemm_->Sgemm(true, false, H, kVocab, B, 1.0f, a_[L].data(), H, dlogits, kVocab, 0.0f, g_wo, kVocab);
-  std::fill(g_bo, g_bo + kVocab, 0.0f);
-  for (int b = 0; b < B; ++b)
-    for (int v = 0; v < kVocab; ++v) g_bo[v] += dlogits[static_cast<size_t>(b) * kVocab + v];
+  for (int v = 0; v < kVocab; ++v) g_bo[v] = math::ColumnSum(dlogits, B, kVocab, v);
   // delta = d(loss)/d(a_L), then walk the layers down.
   delta_.resize(static_cast<size_t>(B) * std::max(H, C * E));
   delta_prev_.resize(delta_.size());
@@ -162,9 +168,7 @@ void ByteLM::Backward(const Batch& batch, float* grad) {
     float* g_w = grad + tensors_[1 + 2 * l].offset;
     float* g_b = grad + tensors_[2 + 2 * l].offset;
     gemm_->Sgemm(true, false, in_dim, H, B, 1.0f, a_[l].data(), in_dim, delta_.data(), H, 0.0f, g_w, H);
-    std::fill(g_b, g_b + H, 0.0f);
-    for (int b = 0; b < B; ++b)
-      for (int h = 0; h < H; ++h) g_b[h] += delta_[static_cast<size_t>(b) * H + h];
+    for (int h = 0; h < H; ++h) g_b[h] = math::ColumnSum(delta_.data(), B, H, h);
     const float* w = params_.data() + tensors_[1 + 2 * l].offset;
     gemm_->Sgemm(false, true, B, in_dim, H, 1.0f, delta_.data(), H, w, H, 0.0f, delta_prev_.data(), in_dim);
     std::swap(delta_, delta_prev_);
@@ -183,14 +187,14 @@ void ByteLM::Backward(const Batch& batch, float* grad) {
   }
 }
 
-bool ByteLM::BatchFits(const Batch& batch) const {
+bool BatchFits(const ModelConfig& config, const Batch& batch) {
   const size_t B = batch.batch_size > 0 ? static_cast<size_t>(batch.batch_size) : 0;
-  return B > 0 && batch.context >= config_.context &&
+  return B > 0 && batch.context >= config.context &&
          batch.inputs.size() == B * static_cast<size_t>(batch.context) && batch.targets.size() == B;
 }
 
 float ByteLM::ForwardBackward(const Batch& batch, std::span<float> grad) {
-  if (!BatchFits(batch) || grad.size() != params_.size()) {
+  if (!BatchFits(config_, batch) || grad.size() != params_.size()) {
     std::fill(grad.begin(), grad.end(), 0.0f);
     return std::numeric_limits<float>::quiet_NaN();
   }
@@ -202,7 +206,7 @@ float ByteLM::ForwardBackward(const Batch& batch, std::span<float> grad) {
 float ByteLM::Loss(const Batch& batch) const { return LossWith(params_, batch); }
 
 float ByteLM::LossWith(std::span<const float> params, const Batch& batch) const {
-  if (!BatchFits(batch) || params.size() != params_.size()) return std::numeric_limits<float>::quiet_NaN();
+  if (!BatchFits(config_, batch) || params.size() != params_.size()) return std::numeric_limits<float>::quiet_NaN();
   return Forward(params.data(), batch, false);
 }
 

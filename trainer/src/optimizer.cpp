@@ -30,10 +30,7 @@ Status AdamWOptions::Validate() const {
   return Status::Ok();
 }
 
-AdamW::AdamW(AdamWOptions options, size_t n) : options_(options), m_(n, 0.0f), v_(n, 0.0f) {}
-
-float AdamW::LrAt(uint64_t t) const {
-  const AdamWOptions& o = options_;
+float AdamWLr(const AdamWOptions& o, uint64_t t) {
   if (o.warmup_steps > 0 && t <= o.warmup_steps)
     return o.lr * static_cast<float>(t) / static_cast<float>(o.warmup_steps);
   const double span = static_cast<double>(o.total_steps - o.warmup_steps);
@@ -43,27 +40,31 @@ float AdamW::LrAt(uint64_t t) const {
   return static_cast<float>(min_lr + (o.lr - min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * p)));
 }
 
+math::AdamWScalars AdamWStepScalars(const AdamWOptions& o, uint64_t t) {
+  const float lr = AdamWLr(o, t);
+  math::AdamWScalars s;
+  s.beta1 = o.beta1;
+  s.beta2 = o.beta2;
+  s.eps = o.eps;
+  const float bc1 = 1.0f - static_cast<float>(std::pow(static_cast<double>(o.beta1), static_cast<double>(t)));
+  const float bc2 = 1.0f - static_cast<float>(std::pow(static_cast<double>(o.beta2), static_cast<double>(t)));
+  s.step_size = lr / bc1;
+  s.inv_sqrt_bc2 = 1.0f / std::sqrt(bc2);
+  s.decay = 1.0f - lr * o.weight_decay;
+  return s;
+}
+
+AdamW::AdamW(AdamWOptions options, size_t n) : options_(options), m_(n, 0.0f), v_(n, 0.0f) {}
+
 void AdamW::Step(std::span<float> params, std::span<const float> grad) {
   const FlushSubnormals flush;
-  ++step_;
-  const float lr = LrAt(step_);
-  const float b1 = options_.beta1, b2 = options_.beta2, eps = options_.eps;
-  const float bc1 = 1.0f - static_cast<float>(std::pow(static_cast<double>(b1), static_cast<double>(step_)));
-  const float bc2 = 1.0f - static_cast<float>(std::pow(static_cast<double>(b2), static_cast<double>(step_)));
-  const float step_size = lr / bc1;
-  const float inv_sqrt_bc2 = 1.0f / std::sqrt(bc2);
-  const float decay = 1.0f - lr * options_.weight_decay;
+  const math::AdamWScalars s = AdamWStepScalars(options_, ++step_);
   float* p = params.data();
   const float* g = grad.data();
   float* m = m_.data();
   float* v = v_.data();
   const size_t n = params.size();
-  for (size_t i = 0; i < n; ++i) {  // plain loop: vectorised by the compiler
-    m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-    v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-    const float denom = std::sqrt(v[i]) * inv_sqrt_bc2 + eps;
-    p[i] = p[i] * decay - step_size * m[i] / denom;
-  }
+  for (size_t i = 0; i < n; ++i) math::AdamWUpdate(p[i], g[i], m[i], v[i], s);  // vectorised by the compiler
 }
 
 }  // namespace longhaul::trainer

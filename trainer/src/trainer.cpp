@@ -6,6 +6,7 @@
 #include <string>
 
 #include "flush_subnormals.h"
+#include "loss_check.h"
 
 namespace longhaul::trainer {
 
@@ -43,8 +44,7 @@ Result<float> InnerTrainer::ComputeGradients() {
   } catch (const std::exception& e) {  // e.g. a cuBLAS engine failing
     return Internal(std::string("forward/backward: ") + e.what());
   }
-  if (!std::isfinite(grad_[n]))
-    return DataLoss("training loss is not finite at inner step " + std::to_string(optimizer_.step() + 1));
+  LONGHAUL_RETURN_IF_ERROR(CheckTrainingLoss(grad_[n], optimizer_.step() + 1));
   LONGHAUL_RETURN_IF_ERROR(group_.AllReduceMean(grad_).WithContext("gradient all-reduce"));
   tokens_ += static_cast<uint64_t>(options_.batch_size);
   return grad_[n];

@@ -55,6 +55,15 @@ struct TensorView {
   size_t numel = 0;
 };
 
+// The tensors of a ByteLM with `config` in the flat vector's order (above).
+std::vector<TensorView> ByteLMLayout(const ModelConfig& config);
+// ByteLM::InitParams for parameters kept elsewhere (a device model's host copy):
+// `params` has the layout's size.
+void InitByteLMParams(const std::vector<TensorView>& layout, uint64_t seed, std::span<float> params);
+// Whether a model with `config` can read `batch`: not empty, context at least
+// the model's, inputs and targets sized for batch_size examples.
+bool BatchFits(const ModelConfig& config, const Batch& batch);
+
 class ByteLM {
  public:
   // `config` must be valid (ModelConfig::Validate); parameters start at zero until
@@ -90,7 +99,6 @@ class ByteLM {
   float Forward(const float* params, const Batch& batch, bool keep_grad) const;
   void Backward(const Batch& batch, float* grad);
   void EnsureWorkspace(int batch_size) const;
-  bool BatchFits(const Batch& batch) const;
 
   ModelConfig config_;
   std::shared_ptr<Gemm> gemm_;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "longhaul/common/status.h"
+#include "longhaul/trainer/byte_lm_math.h"
 
 namespace longhaul::trainer {
 
@@ -31,6 +32,12 @@ struct AdamWOptions {
   Status Validate() const;
 };
 
+// The learning rate of the t-th step (1-based) under `options`' schedule.
+float AdamWLr(const AdamWOptions& options, uint64_t t);
+// The bias corrections, step size and decay of the t-th step, which
+// math::AdamWUpdate applies to every element (host loop or CUDA kernel).
+math::AdamWScalars AdamWStepScalars(const AdamWOptions& options, uint64_t t);
+
 class AdamW {
  public:
   // `options` must be valid; `n` is the number of parameters.
@@ -40,7 +47,7 @@ class AdamW {
   void Step(std::span<float> params, std::span<const float> grad);
   // The learning rate the next Step() will use.
   float CurrentLr() const { return LrAt(step_ + 1); }
-  float LrAt(uint64_t t) const;
+  float LrAt(uint64_t t) const { return AdamWLr(options_, t); }
   uint64_t step() const { return step_; }
 
   // Inner state for checkpoints.
