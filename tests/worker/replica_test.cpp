@@ -22,6 +22,44 @@ namespace ls = longhaul::sync_policies;
 
 namespace {
 
+// Stands for parameters on a GPU: the trainer's own buffer is the "device",
+// the replica works on a host copy; counts the copies.
+struct FakeMirror final : lw::ParameterMirror {
+  std::span<float> device;
+  std::vector<float> host;
+  int to_host = 0, to_device = 0;
+  longhaul::Status ToHost() override {
+    std::copy(device.begin(), device.end(), host.begin());
+    ++to_host;
+    return longhaul::Status::Ok();
+  }
+  longhaul::Status ToDevice() override {
+    std::copy(host.begin(), host.end(), device.begin());
+    ++to_device;
+    return longhaul::Status::Ok();
+  }
+};
+
+// AdamW's moments behind host copies, as a device trainer's InnerState keeps them.
+struct MirroredMoments final : lw::InnerState {
+  explicit MirroredMoments(lt::AdamW& adam) : adam(adam), state(adam) {}
+  void Save() override { state.Save(); }
+  void Restore() override { state.Restore(); }
+  void Rejoined(uint64_t job_step) override { state.Rejoined(job_step); }
+  std::vector<std::span<float>> SharedState() override {
+    m.assign(adam.first_moment().begin(), adam.first_moment().end());
+    v.assign(adam.second_moment().begin(), adam.second_moment().end());
+    return {m, v};
+  }
+  void SharedStateWritten() override {
+    std::copy(m.begin(), m.end(), adam.first_moment().begin());
+    std::copy(v.begin(), v.end(), adam.second_moment().begin());
+  }
+  lt::AdamW& adam;
+  lw::AdamWState state;
+  std::vector<float> m, v;
+};
+
 // One region with one worker: data, trainer and replica.
 struct SimRegion {
   std::unique_ptr<lt::DataSource> data;
@@ -30,6 +68,8 @@ struct SimRegion {
   std::unique_ptr<lw::AdamWState> adam;
   std::unique_ptr<lw::RegionReplica> replica;
   lw::ReplicaOptions options;
+  std::unique_ptr<FakeMirror> mirror;  // UseMirror(): the replica works on a host copy
+  std::unique_ptr<MirroredMoments> mirrored_moments;
 
   SimRegion(uint32_t index, uint32_t count, ls::SyncKind kind, uint32_t h = 3, uint32_t tau = 0) {
     lt::DataOptions d;
@@ -59,9 +99,22 @@ struct SimRegion {
   // A fresh replica over the trainer's current parameters (a restarted worker).
   void Rebuild() {
     adam = std::make_unique<lw::AdamWState>(trainer->optimizer());
-    auto r = lw::RegionReplica::Create(options, trainer->model().params(), *group, adam.get());
+    std::span<float> local = trainer->model().params();
+    lw::InnerState* inner = adam.get();
+    if (mirror) {
+      mirror->device = local;
+      mirror->host.assign(local.begin(), local.end());
+      local = mirror->host;
+      mirrored_moments = std::make_unique<MirroredMoments>(trainer->optimizer());
+      inner = mirrored_moments.get();
+    }
+    auto r = lw::RegionReplica::Create(options, local, *group, inner, mirror.get());
     REQUIRE(r.ok());
     replica = std::move(*r);
+  }
+  void UseMirror() {
+    mirror = std::make_unique<FakeMirror>();
+    Rebuild();
   }
   // What the built-in worker does per round: H trainer steps, validation on theta.
   longhaul::Result<lw::RoundResult> Run(const lw::RoundInputs& in, ls::CollectiveLink* link) {
@@ -575,4 +628,54 @@ TEST_CASE("region_agent: a time-budgeted round whose regions report no tokens av
   CHECK(results[1]->param_hash == results[0]->param_hash);
   // theta(1) = (10 local_0 + 5 local_1) / 15: weighted by steps.
   CHECK(round.WorstDeviation({10, 5}) < 1e-5);
+}
+
+TEST_CASE("region_agent: parameters kept elsewhere behind a mirror train exactly as host ones, copied only at sync points",
+          "[replica][mirror]") {
+  struct Case {
+    ls::SyncKind kind;
+    uint32_t h, tau;
+  };
+  for (const Case c : {Case{ls::SyncKind::kDiLoCo, 3, 0}, Case{ls::SyncKind::kStreamingDiLoCo, 6, 1},
+                       Case{ls::SyncKind::kSync, 2, 0}}) {
+    INFO("kind " << static_cast<int>(c.kind));
+    // Round 1 commits, round 2 rolls back, runs again and commits, and in
+    // round 3 region 1 restarts from other parameters and joins.
+    auto run = [&c](bool mirrored) {
+      std::vector<std::unique_ptr<SimRegion>> regions;
+      for (uint32_t i = 0; i < 2; ++i) {
+        regions.push_back(std::make_unique<SimRegion>(i, 2, c.kind, c.h, c.tau));
+        if (mirrored) regions.back()->UseMirror();
+      }
+      std::vector<std::string> hashes;
+      const uint32_t rounds[] = {1, 2, 2, 3};
+      for (int attempt = 0; attempt < 4; ++attempt) {
+        lw::RoundInputs in;
+        if (attempt == 3) {
+          regions[1] = std::make_unique<SimRegion>(1, 2, c.kind, c.h, c.tau);
+          regions[1]->trainer->model().InitParams(999);
+          if (mirrored) regions[1]->UseMirror();
+          in.any_joining = true;
+          in.bootstrap_rank = 0;
+        }
+        auto results = RunRound(regions, rounds[attempt], in);
+        REQUIRE(results[0].ok());
+        REQUIRE(results[1].ok());
+        CHECK(results[0]->param_hash == results[1]->param_hash);
+        hashes.push_back(results[0]->param_hash);
+        for (auto& r : regions) attempt == 1 ? r->replica->Rollback() : r->replica->Commit();
+      }
+      for (auto& r : regions) hashes.push_back(longhaul::ParameterHash(r->trainer->model().params()));
+      if (mirrored && c.kind == ls::SyncKind::kDiLoCo) {
+        // Round start and end only: two copies up, one back (and one more back
+        // for the rollback), never one per inner step.
+        CHECK(regions[0]->mirror->to_host == 4 * 2);
+        CHECK(regions[0]->mirror->to_device == 4 + 1);
+      }
+      return hashes;
+    };
+    const std::vector<std::string> host = run(false);
+    CHECK(run(true) == host);
+    CHECK(host[1] != host[2]);  // round 3 trained on, from round 1's theta
+  }
 }

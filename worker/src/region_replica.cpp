@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <utility>
 
 #include "longhaul/common/checksum.h"
 #include "longhaul/sync_policies/cross_region.h"
@@ -23,7 +24,8 @@ std::span<T> Sub(std::vector<T>& v, size_t begin, size_t end) {
 }  // namespace
 
 Result<std::unique_ptr<RegionReplica>> RegionReplica::Create(ReplicaOptions options, std::span<float> local,
-                                                             trainer::IntraRegionGroup& group, InnerState* inner) {
+                                                             trainer::IntraRegionGroup& group, InnerState* inner,
+                                                             ParameterMirror* mirror) {
   LONGHAUL_RETURN_IF_ERROR(options.schedule.Validate());
   LONGHAUL_RETURN_IF_ERROR(options.compression.Validate());
   LONGHAUL_RETURN_IF_ERROR(options.guard.Validate());
@@ -60,7 +62,8 @@ Result<std::unique_ptr<RegionReplica>> RegionReplica::Create(ReplicaOptions opti
                              " optimizer state buffer(s)");
     }
   }
-  std::unique_ptr<RegionReplica> r(new RegionReplica(std::move(options), local, group, inner, std::move(*schedule)));
+  std::unique_ptr<RegionReplica> r(
+      new RegionReplica(std::move(options), local, group, inner, mirror, std::move(*schedule)));
   for (uint32_t f = 0; f < r->layout_.fragments(); ++f) {
     sync_policies::OuterOptimizerOptions outer = r->options_.outer;
     // A kind without an outer optimizer takes the plain mean (theta - mean delta).
@@ -99,11 +102,13 @@ Status RegionReplica::UseSchedule(uint32_t steps, uint32_t tau) {
 }
 
 RegionReplica::RegionReplica(ReplicaOptions options, std::span<float> local, trainer::IntraRegionGroup& group,
-                             InnerState* inner, std::unique_ptr<sync_policies::SyncSchedule> schedule)
+                             InnerState* inner, ParameterMirror* mirror,
+                             std::unique_ptr<sync_policies::SyncSchedule> schedule)
     : options_(std::move(options)),
       local_(local),
       group_(group),
       inner_(inner),
+      mirror_(mirror),
       schedule_(std::move(schedule)),
       layout_(local.size(), schedule_->fragments(), group.size(), group.rank()),
       theta_(local.begin(), local.end()) {}
@@ -120,9 +125,33 @@ RegionReplica::Saved RegionReplica::Snapshot() {
 void RegionReplica::Restore(const Saved& s) {
   theta_ = s.theta;
   std::copy(s.local.begin(), s.local.end(), local_.begin());
+  (void)LocalToDevice();  // a failure is kept for the next round
   for (size_t f = 0; f < outer_.size(); ++f) (void)outer_[f]->LoadState(s.outer[f]);
   if (inner_ != nullptr) inner_->Restore();
 }
+
+Status RegionReplica::LocalToHost() {
+  if (mirror_ == nullptr || host_current_) return Status::Ok();
+  LONGHAUL_RETURN_IF_ERROR(mirror_->ToHost().WithContext("copying the parameters to the host"));
+  host_current_ = true;
+  return Status::Ok();
+}
+
+Status RegionReplica::LocalToDevice() {
+  if (mirror_ == nullptr) return Status::Ok();
+  Status s = mirror_->ToDevice().WithContext("copying the parameters back from the host");
+  if (!s.ok()) {
+    if (mirror_failure_.ok()) mirror_failure_ = s;
+    return s;
+  }
+  host_current_ = true;
+  host_written_ = false;
+  return Status::Ok();
+}
+
+Status RegionReplica::LocalWrittenToDevice() { return host_written_ ? LocalToDevice() : Status::Ok(); }
+
+Status RegionReplica::MirrorFailure() { return std::exchange(mirror_failure_, Status::Ok()); }
 
 void RegionReplica::Commit() {
   if (!pending_) return;
@@ -160,6 +189,8 @@ Status RegionReplica::Bootstrap(const RoundInputs& in, sync_policies::Collective
   if (averages_gradients()) LONGHAUL_RETURN_IF_ERROR(BootstrapInnerState(in, link, deadline));
   if (in.this_region_joining) {
     std::copy(theta_.begin(), theta_.end(), local_.begin());
+    LONGHAUL_RETURN_IF_ERROR(LocalToDevice());
+    if (averages_gradients() && inner_ != nullptr) inner_->SharedStateWritten();
     // The trainer continues where the job is (its learning-rate schedule above
     // all): a relaunched worker that restarted warm-up and decay at step 0
     // trained at the peak rate while the others were near the end of the decay.
@@ -294,6 +325,7 @@ Status RegionReplica::FinishFragmentSync(RoundResult& result, double alpha) {
   if (p.fragment_begin >= end) return Status::Ok();
   auto global = Sub(theta_, p.fragment_begin, end);
   auto mine = local_.subspan(p.fragment_begin, end - p.fragment_begin);
+  host_written_ = true;
   if (alpha == 0.0) {
     std::copy(global.begin(), global.end(), mine.begin());
     return Status::Ok();
@@ -318,6 +350,7 @@ Status RegionReplica::MeanAcrossRegions(Round& r, std::span<float> piece,
 Status RegionReplica::AverageBuffers(Round& r) {
   if (options_.buffers == 0 || !schedule_->traits().replicas_identical) return Status::Ok();
   std::span<float> mine = local_.subspan(buffers_begin());
+  host_written_ = true;
   // Every worker of the region ends with the region's mean, then every worker
   // carries the whole (small) buffer vector over its own ring: identical inputs
   // in a region, identical results everywhere.
@@ -332,8 +365,10 @@ Status RegionReplica::AverageInnerMoments(Round& r) {
   if (!options_.moment_sync.enabled() || inner_ == nullptr) return Status::Ok();
   std::vector<std::span<float>> state = inner_->SharedState();
   const Deadline deadline = DeadlineAfter(options_.collective_timeout);
+  bool written = false;
   for (size_t b = 0; b < state.size(); ++b) {
     if (!options_.moment_sync.Due(b, r.inputs.round)) continue;
+    written = true;
     const char* name = sync_policies::MomentSyncOptions::BufferName(b);
     if (state[b].size() != local_.size()) {
       return Internal(std::string("inner ") + name + " of " + std::to_string(state[b].size()) + " floats for " +
@@ -350,6 +385,7 @@ Status RegionReplica::AverageInnerMoments(Round& r) {
       LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, f, piece, state[b]));
     }
   }
+  if (written) inner_->SharedStateWritten();
   return Status::Ok();
 }
 
@@ -380,6 +416,9 @@ Status RegionReplica::BeginRound(const RoundInputs& in, sync_policies::Collectiv
   if (in.codec) compression.codec = *in.codec;
   LONGHAUL_RETURN_IF_ERROR(compression.Validate().WithContext("round plan"));
   LONGHAUL_RETURN_IF_ERROR(UseSchedule(steps, in.overlap_steps.value_or(options_.schedule.overlap_steps)));
+  LONGHAUL_RETURN_IF_ERROR(MirrorFailure());
+  host_current_ = false;  // whatever the trainer did between rounds
+  LONGHAUL_RETURN_IF_ERROR(LocalToHost());
   Round r;
   r.start = SteadyClock::now();
   r.inputs = in;
@@ -431,6 +470,7 @@ Result<bool> RegionReplica::AfterInnerStep(float loss, uint64_t tokens, double c
   if (!round_) return FailedPrecondition("inner step outside a round");
   Round& r = *round_;
   if (r.ended || r.step >= r.steps) return FailedPrecondition("inner step past the round's last step");
+  host_current_ = false;  // the trainer stepped
   ++r.step;
   r.loss_sum += loss;
   r.result.tokens += tokens;
@@ -450,7 +490,13 @@ Result<bool> RegionReplica::AfterInnerStep(float loss, uint64_t tokens, double c
   // The schedule's last step's actions (the exchange) run at the round's last step.
   const auto& actions = actions_[r.ended ? r.steps : r.step];
   if (actions.empty()) return r.ended;
-  Status s = RunActions(r.ended ? r.steps : r.step);
+  // The exchanges read and write the parameters; the gradient's does not.
+  const bool touches_params = std::any_of(actions.begin(), actions.end(), [](const sync_policies::SyncAction& a) {
+    return a.kind != sync_policies::SyncAction::kGradientAllReduce;
+  });
+  Status s = touches_params ? LocalToHost() : Status::Ok();
+  if (s.ok()) s = RunActions(r.ended ? r.steps : r.step);
+  if (s.ok()) s = LocalWrittenToDevice();
   if (!s.ok()) {
     const uint32_t step = r.step;
     AbandonRound();
@@ -473,6 +519,10 @@ Result<RoundResult> RegionReplica::EndRound(const ValidationFn& validation) {
                               std::to_string(round_->steps) + " inner steps");
   }
   Round& r = *round_;
+  if (Status s = LocalToHost(); !s.ok()) {
+    AbandonRound();
+    return s;
+  }
   // The fragment sent at the round's last step would apply tau steps into the
   // next round; the round must end at an agreed theta(t), so it applies now.
   if (in_flight_) {
@@ -487,6 +537,10 @@ Result<RoundResult> RegionReplica::EndRound(const ValidationFn& validation) {
     return s;
   }
   if (Status s = AverageInnerMoments(r); !s.ok()) {
+    AbandonRound();
+    return s;
+  }
+  if (Status s = LocalWrittenToDevice(); !s.ok()) {
     AbandonRound();
     return s;
   }

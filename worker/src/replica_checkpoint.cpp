@@ -49,6 +49,7 @@ Status RegionReplica::LoadState(std::span<const float> theta, std::span<const fl
   }
   std::copy(theta.begin(), theta.end(), theta_.begin());
   std::copy(theta.begin(), theta.end(), local_.begin());
+  LONGHAUL_RETURN_IF_ERROR(LocalToDevice());
   if (round_) round_->before = Snapshot();
   return Status::Ok();
 }
@@ -109,6 +110,7 @@ Result<uint32_t> RegionReplica::RestoreCheckpoint(const std::filesystem::path& p
   }
   theta_ = std::move(theta);
   std::copy(theta_.begin(), theta_.end(), local_.begin());
+  LONGHAUL_RETURN_IF_ERROR(LocalToDevice());
   pending_.reset();
   committed_round_ = round;
   restored_ = true;  // the trainer's step follows the job's at the first round (BeginRound)

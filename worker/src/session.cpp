@@ -217,7 +217,7 @@ Status Session::Start(std::span<float> params, StartOptions options) {
                                 worker::FlatInnerState::Create(start_.optimizer_state, params_.size()));
       inner = owned_inner_.get();
     }
-    LONGHAUL_ASSIGN_OR_RETURN(replica_, worker::RegionReplica::Create(r, params_, *group_, inner));
+    LONGHAUL_ASSIGN_OR_RETURN(replica_, worker::RegionReplica::Create(r, params_, *group_, inner, start_.mirror));
     if (!assignment_.checkpoint_path().empty()) {
       auto round = replica_->RestoreCheckpoint(assignment_.checkpoint_path());
       if (!round.ok()) return round.status().WithContext("restoring checkpoint");

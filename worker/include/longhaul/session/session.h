@@ -63,6 +63,10 @@ struct StartOptions {
   // (AdamW's moments): saved and restored with every round, and shared with a
   // region joining a sync job (worker::FlatInnerState). Not with `inner`.
   std::vector<std::span<float>> optimizer_state;
+  // Parameters kept on a GPU: `params` is their host copy, brought up to date
+  // only around the outer step (worker::ParameterMirror). Optional; must
+  // outlive the session.
+  worker::ParameterMirror* mirror = nullptr;
   worker::ValidationFn validation;           // run on rank 0 after the outer step
   double loss_floor = 0;                           // reported to `longhaul status` (0 = unknown)
 };

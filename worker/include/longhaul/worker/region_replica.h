@@ -92,6 +92,22 @@ class InnerState {
   // share (a joining region then starts from fresh optimizer state). First the
   // first moment, then the second: moment_sync averages them by that order.
   virtual std::vector<std::span<float>> SharedState() { return {}; }
+  // The replica wrote into the buffers SharedState returned (a joining region
+  // received them, or the regions averaged them): a trainer that keeps them
+  // elsewhere (on a GPU) takes them back now.
+  virtual void SharedStateWritten() {}
+};
+
+// For a trainer whose parameters live elsewhere (a GPU's memory): the replica's
+// `local` span is then their host copy, which the replica brings up to date
+// before it reads it and hands back after it wrote it. That happens at the
+// round's start and end and at the schedule's sync points, never at the other
+// inner steps.
+class ParameterMirror {
+ public:
+  virtual ~ParameterMirror() = default;
+  virtual Status ToHost() = 0;    // local <- the trainer's parameters
+  virtual Status ToDevice() = 0;  // the trainer's parameters <- local
 };
 
 struct ReplicaOptions {
@@ -152,10 +168,13 @@ using ValidationFn = std::function<Result<double>(std::span<const float> theta)>
 
 class RegionReplica {
  public:
-  // theta(0) is `local`'s current content. `local` and `group` (and `inner`,
-  // when given) must outlive the replica.
+  // theta(0) is `local`'s current content. `local` and `group` (and `inner`
+  // and `mirror`, when given) must outlive the replica. With a mirror, `local`
+  // is the host copy of parameters kept elsewhere (see ParameterMirror); a
+  // mirror's failure fails the round that needed it, or the next one.
   static Result<std::unique_ptr<RegionReplica>> Create(ReplicaOptions options, std::span<float> local,
-                                                       trainer::IntraRegionGroup& group, InnerState* inner = nullptr);
+                                                       trainer::IntraRegionGroup& group, InnerState* inner = nullptr,
+                                                       ParameterMirror* mirror = nullptr);
 
   // Starts a round over `link` (this worker's piece of the cross-region group;
   // null only for "local"). A pending round without a verdict is rolled back.
@@ -241,7 +260,15 @@ class RegionReplica {
     std::chrono::steady_clock::time_point start;
   };
   RegionReplica(ReplicaOptions options, std::span<float> local, trainer::IntraRegionGroup& group, InnerState* inner,
-                std::unique_ptr<sync_policies::SyncSchedule> schedule);
+                ParameterMirror* mirror, std::unique_ptr<sync_policies::SyncSchedule> schedule);
+  // The mirror's copies (no-ops without one). LocalToHost skips a copy the
+  // host already holds (no inner step since); LocalWrittenToDevice copies only
+  // after FinishFragmentSync or AverageBuffers wrote local. LocalToDevice keeps
+  // its failure for the next MirrorFailure() where its caller returns nothing.
+  Status LocalToHost();
+  Status LocalToDevice();
+  Status LocalWrittenToDevice();
+  Status MirrorFailure();
   Saved Snapshot();
   void Restore(const Saved& s);
   Status Bootstrap(const RoundInputs& in, sync_policies::CollectiveLink& link);
@@ -282,6 +309,10 @@ class RegionReplica {
   std::span<float> local_;
   trainer::IntraRegionGroup& group_;
   InnerState* inner_;
+  ParameterMirror* mirror_;
+  Status mirror_failure_;  // a LocalToDevice that failed where nobody could return it
+  bool host_current_ = false;  // local holds the trainer's parameters (no inner step since the last copy)
+  bool host_written_ = false;  // local was written since the last copy to the device
   std::unique_ptr<sync_policies::SyncSchedule> schedule_;
   std::vector<std::vector<sync_policies::SyncAction>> actions_;  // by step 1..H (index 0 unused)
   uint32_t actions_steps_ = 0;                       // the H schedule_ and actions_ are for
