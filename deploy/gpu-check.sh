@@ -7,8 +7,10 @@
 #   deploy/gpu-check.sh [build-dir]      default build-gpu/ (ignored by git)
 #   GPU_CHECK_SECONDS (default 900), GPU_CHECK_CUDA_ARCHS (default native: the GPUs present)
 #
-# Not yet part of it (issue 18): a 2-region job on the GPUs and the --gpu
-# benchmarks; the worker has no device path to run them on yet.
+# The gpu label covers the kernels and groups, the device-resident trainer
+# against the host one, and a 2-region job whose regions train on NCCL
+# (tests/orchestrator/e2e_gpu_test.cpp). Not yet part of it (issue 18): the
+# --gpu benchmarks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build-gpu}

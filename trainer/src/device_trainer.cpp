@@ -85,6 +85,14 @@ Result<float> DeviceInnerTrainer::ComputeGradients() {
 
 float* DeviceInnerTrainer::device_gradient() { return model_->gradient_and_loss(); }
 
+Status DeviceInnerTrainer::DownloadGradient(std::span<float> host) const {
+  return CopyOut(host, model_->gradient_and_loss(), model_->num_params(), "gradient download");
+}
+
+Status DeviceInnerTrainer::UploadGradient(std::span<const float> host) {
+  return CopyIn(model_->gradient_and_loss(), host, model_->num_params(), "gradient upload");
+}
+
 Status DeviceInnerTrainer::ApplyGradients() {
   const math::AdamWScalars s = AdamWStepScalars(options_.adamw, step_ + 1);
   LONGHAUL_RETURN_IF_ERROR(KernelStatus(cuda_detail::AdamWStep(model_->params(), model_->gradient_and_loss(),

@@ -1,14 +1,90 @@
 #include "longhaul/worker/builtin_worker.h"
 
 #include <iostream>
+#include <vector>
 
+#include "device_state.h"
 #include "longhaul/worker/adamw_state.h"
 #include "longhaul/session/session.h"
 #include "longhaul/trainer/data.h"
 #include "longhaul/trainer/trainer.h"
 
 namespace longhaul::worker {
-int RunBuiltinWorker(const session::SessionOptions& options) {
+namespace {
+
+// The session's round loop around one inner step each time round: `step`
+// returns the region's loss, or the step's failure (the round then fails).
+template <typename InnerStep>
+int RunSteps(session::Session& s, const session::SessionOptions& options, InnerStep step) {
+  while (!s.finished()) {
+    uint64_t tokens = 0;
+    auto loss = step(&tokens);
+    auto event = loss.ok() ? s.Step(*loss, tokens) : s.FailRound(loss.status());
+    if (!event.ok()) {
+      std::cerr << "worker " << options.rank << " of region " << options.region << ": " << event.status().ToString()
+                << "\n";
+      return 1;
+    }
+  }
+  return 0;
+}
+
+#ifdef LONGHAUL_HAVE_CUDA
+// The region agreed on NCCL: parameters, gradient and AdamW's state on this
+// worker's GPU, the gradient all-reduce over the NCCL group; the session works
+// on a host copy around the outer step.
+int RunOnDevice(session::Session& s, const session::SessionOptions& options, const trainer::TrainerOptions& topts,
+                trainer::DataSource& data, double loss_floor) {
+  auto created = trainer::DeviceInnerTrainer::Create(topts, data, *s.device_group(), s.device());
+  if (!created.ok()) {
+    s.ReportStartFailure(created.status().WithContext("device trainer"));
+    return 2;
+  }
+  trainer::DeviceInnerTrainer& trainer = **created;
+  std::vector<float> params(trainer.model().num_params());
+  if (Status got = trainer.DownloadParams(params); !got.ok()) {
+    s.ReportStartFailure(got.WithContext("device trainer"));
+    return 2;
+  }
+  DeviceParameterMirror mirror(trainer, params);
+  DeviceAdamWState adam(trainer);
+  session::StartOptions start;
+  start.tensors = trainer.model().tensors();
+  start.inner = &adam;
+  start.mirror = &mirror;
+  start.loss_floor = loss_floor;
+  const int batches = options.validation_batches;
+  if (batches > 0) {
+    start.validation = [&trainer, &s, batches, last = s.config().rounds](std::span<const float> theta) -> Result<double> {
+      LONGHAUL_ASSIGN_OR_RETURN(
+          float loss, trainer.ValidationLoss(theta, s.round() >= last ? batches * kFinalValidationFactor : batches));
+      return static_cast<double>(loss);
+    };
+  }
+  if (Status started = s.Start(params, std::move(start)); !started.ok()) return 2;
+  std::vector<float> grad(s.syncs_gradients() ? params.size() : 0);
+  return RunSteps(s, options, [&](uint64_t* tokens) -> Result<float> {
+    const uint64_t tokens0 = trainer.tokens();
+    LONGHAUL_ASSIGN_OR_RETURN(float loss, trainer.ComputeGradients());
+    if (s.syncs_gradients()) {  // kind sync: the mean over regions goes through the host
+      LONGHAUL_RETURN_IF_ERROR(trainer.DownloadGradient(grad));
+      (void)s.SyncGradients(grad);  // a failure ends the round at Step()
+      LONGHAUL_RETURN_IF_ERROR(trainer.UploadGradient(grad));
+    }
+    LONGHAUL_RETURN_IF_ERROR(trainer.ApplyGradients());
+    LONGHAUL_RETURN_IF_ERROR(adam.failure());
+    *tokens = trainer.tokens() - tokens0;
+    return loss;
+  });
+}
+#endif
+
+}  // namespace
+
+int RunBuiltinWorker(session::SessionOptions options) {
+#ifdef LONGHAUL_HAVE_CUDA
+  options.parameters_on_device = true;  // the built-in trainer can run on a GPU
+#endif
   auto opened = session::Session::Open(options);
   if (!opened.ok()) {
     std::cerr << "worker " << options.rank << " of region " << options.region
@@ -36,6 +112,9 @@ int RunBuiltinWorker(const session::SessionOptions& options) {
     s.ReportStartFailure(v.WithContext("trainer options"));
     return 2;
   }
+#ifdef LONGHAUL_HAVE_CUDA
+  if (s.device_group() != nullptr) return RunOnDevice(s, options, topts, **data, (*data)->LossFloor());
+#endif
   trainer::InnerTrainer trainer(topts, **data, s.group());
   AdamWState adam(trainer.optimizer());
   session::StartOptions start;
@@ -50,21 +129,14 @@ int RunBuiltinWorker(const session::SessionOptions& options) {
     };
   }
   if (Status started = s.Start(trainer.model().params(), std::move(start)); !started.ok()) return 2;
-  while (!s.finished()) {
+  return RunSteps(s, options, [&](uint64_t* tokens) -> Result<float> {
     const uint64_t tokens0 = trainer.tokens();
-    auto loss = trainer.ComputeGradients();
-    if (loss.ok()) {
-      (void)s.SyncGradients(trainer.gradient());  // kind sync; a failure ends the round at Step()
-      trainer.ApplyGradients();
-    }
-    auto event = loss.ok() ? s.Step(*loss, trainer.tokens() - tokens0) : s.FailRound(loss.status());
-    if (!event.ok()) {
-      std::cerr << "worker " << options.rank << " of region " << options.region << ": " << event.status().ToString()
-                << "\n";
-      return 1;
-    }
-  }
-  return 0;
+    LONGHAUL_ASSIGN_OR_RETURN(float loss, trainer.ComputeGradients());
+    (void)s.SyncGradients(trainer.gradient());  // kind sync; a failure ends the round at Step()
+    trainer.ApplyGradients();
+    *tokens = trainer.tokens() - tokens0;
+    return loss;
+  });
 }
 
 }  // namespace longhaul::worker

@@ -17,6 +17,7 @@
 #include "longhaul/sync_policies/in_process_link.h"
 #include "longhaul/session/checkpoint_path.h"
 #include "longhaul/session/local_address.h"
+#include "longhaul/trainer/nccl_group.h"
 #include "longhaul/worker/flat_inner_state.h"
 
 namespace longhaul::session {
@@ -27,6 +28,29 @@ using SteadyClock = std::chrono::steady_clock;
 // One wait on the agent's channel; the waits as a whole are bounded by the
 // job's timeouts (AwaitStart: job idle; the verdict: the round).
 Deadline Later() { return DeadlineAfter(std::chrono::hours(1)); }
+
+// The region's NCCL group (the id through the launch's store), each worker on
+// the GPU rank % devices: a region's workers on one machine take one GPU each,
+// a worker that sees one GPU (Slurm's binding) takes that one.
+Result<std::unique_ptr<trainer::IntraRegionGroup>> MakeDeviceGroup(trainer::RendezvousStore& store,
+                                                                  const std::string& job_id,
+                                                                  const SessionOptions& options, int workers,
+                                                                  int* device) {
+#ifdef LONGHAUL_HAVE_CUDA
+  const int devices = trainer::LocalWorkerFacts(true).cuda_devices;
+  if (devices < 1) return FailedPrecondition("intra-region group: nccl chosen, but this worker sees no CUDA device");
+  *device = options.rank % devices;
+  LONGHAUL_ASSIGN_OR_RETURN(
+      std::vector<uint8_t> id,
+      trainer::ShareNcclUniqueId(store, job_id, options.rank, options.collective_timeout));
+  auto group = trainer::MakeNcclGroup({std::move(id), options.rank, workers, *device});
+  if (!group.ok()) return group.status().WithContext("intra-region nccl group on cuda device " + std::to_string(*device));
+  return std::move(*group);
+#else
+  (void)store, (void)job_id, (void)options, (void)workers, (void)device;
+  return Internal("intra-region group: nccl chosen, but this worker was built without NCCL");
+#endif
+}
 
 Status CheckRank(const SessionOptions& options, const worker::JobConfig& config) {
   if (static_cast<uint32_t>(options.rank) < config.workers) return Status::Ok();
@@ -74,18 +98,22 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
     LONGHAUL_RETURN_IF_ERROR(CheckRank(options, config));  // before a group is formed with it
     LONGHAUL_ASSIGN_OR_RETURN(const std::string host, WorkerHost(options.wan_host, options.agent_endpoint));
     // The region's workers agree on their backend through the launch's store.
-    // Programs behind a session keep their parameters in host memory, which
-    // NCCL's collectives cannot take: auto resolves to Gloo (naming why), nccl
-    // is refused.
+    // NCCL's collectives take device memory: auto resolves to Gloo (naming
+    // why) and nccl is refused unless every worker's program keeps its
+    // parameters on a GPU.
     auto choice = trainer::AgreeIntraRegionBackend(*launch.store, config.job_id, options.rank,
                                                    static_cast<int>(config.workers), config.intra_region,
-                                                   trainer::LocalWorkerFacts(/*parameters_on_device=*/false),
+                                                   trainer::LocalWorkerFacts(options.parameters_on_device),
                                                    options.collective_timeout);
     if (!choice.ok()) return choice.status().WithContext("intra-region group");
-    if (choice->backend != trainer::IntraRegionBackend::kGloo)
-      return Internal("intra-region group: " + choice->reason + ", but this worker has no NCCL path");
-    std::cerr << "worker " << options.rank << " of region " << options.region
-              << ": intra-region collectives over gloo (" << choice->reason << ")\n";
+    std::cerr << "worker " << options.rank << " of region " << options.region << ": intra-region collectives over "
+              << (choice->backend == trainer::IntraRegionBackend::kNccl ? "nccl" : "gloo") << " (" << choice->reason
+              << ")\n";
+    if (choice->backend == trainer::IntraRegionBackend::kNccl) {
+      LONGHAUL_ASSIGN_OR_RETURN(c.device_group,
+                                MakeDeviceGroup(*launch.store, config.job_id, options, static_cast<int>(config.workers),
+                                                &c.device));
+    }
     c.intra_region = std::move(*choice);
     trainer::GlooGroupOptions gloo;
     gloo.host = host;  // the group's pairs connect host to host
@@ -133,6 +161,8 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options, 
     if (c.group == nullptr || c.wan == nullptr || !c.connect)
       return InvalidArgument("a session needs its intra-region group, WAN port and agent link");
     s->group_ = std::move(c.group);
+    s->device_group_ = std::move(c.device_group);
+    s->device_ = c.device;
     s->intra_region_ = std::move(c.intra_region);
     s->wan_ = std::move(c.wan);
     return Status::Ok();

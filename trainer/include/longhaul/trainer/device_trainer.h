@@ -41,6 +41,10 @@ class DeviceInnerTrainer {
   Result<float> ComputeGradients();
   // The region's mean gradient after ComputeGradients (device, num_params floats).
   float* device_gradient();
+  // It to and from host memory (num_params floats): kind sync averages it
+  // across regions on the host between ComputeGradients and ApplyGradients.
+  Status DownloadGradient(std::span<float> host) const;
+  Status UploadGradient(std::span<const float> host);
   Status ApplyGradients();
 
   // The parameters to and from host memory (num_params floats), for the outer

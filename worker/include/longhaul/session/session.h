@@ -82,6 +82,10 @@ class Session {
   struct Collaborators {
     std::unique_ptr<trainer::IntraRegionGroup> group;
     trainer::BackendChoice intra_region;  // the group's backend and why (the hello reports it)
+    // Where the region agreed on NCCL: the same workers' NCCL group on
+    // `device`, for collectives on device memory (the host ones stay on group).
+    std::unique_ptr<trainer::IntraRegionGroup> device_group;
+    int device = -1;
     std::unique_ptr<worker::WanPort> wan;
     AgentLinkFactory connect;
   };
@@ -94,6 +98,10 @@ class Session {
   const std::string& job_id() const { return config_.job_id; }
   // The region's workers, for the built-in trainer's gradient all-reduce.
   trainer::IntraRegionGroup& group() { return *group_; }
+  // The region's NCCL group where it agreed on NCCL (its collectives take
+  // memory on device()), else null.
+  trainer::IntraRegionGroup* device_group() { return device_group_.get(); }
+  int device() const { return device_; }
 
   // Attaches params, restores the assignment's checkpoint into them (if any),
   // tells the agent the worker is ready, and waits for the first round (or STOP).
@@ -153,6 +161,8 @@ class Session {
   v1::JobAssignment assignment_;
   Timeouts timeouts_;  // the assignment's (the orchestrator's), bounding every wait
   std::unique_ptr<trainer::IntraRegionGroup> group_;
+  std::unique_ptr<trainer::IntraRegionGroup> device_group_;
+  int device_ = -1;
   trainer::BackendChoice intra_region_;
   std::unique_ptr<worker::WanPort> wan_;
   std::unique_ptr<AgentLink> channel_;

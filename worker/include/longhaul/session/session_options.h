@@ -59,6 +59,11 @@ struct SessionOptions {
   // compute time (200: the region computes at half speed), the rest slept and
   // counted as compute. 100 = none.
   int compute_throttle_percent = 100;
+  // The program can keep its parameters and gradients in a GPU's memory (the
+  // built-in trainer of a CUDA build): where the region agrees on NCCL, Open
+  // forms an NCCL group for them too (Session::device_group). Set by the
+  // program, not read from the environment.
+  bool parameters_on_device = false;
   // Names the first missing or bad field.
   Status Validate() const;
 };

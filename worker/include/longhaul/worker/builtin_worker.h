@@ -19,6 +19,6 @@ inline constexpr int kFinalValidationFactor = 16;
 
 // Returns the process exit code: 0 when the job finished, 2 when start-up
 // failed (the agent has been told why), 1 when the session broke.
-int RunBuiltinWorker(const session::SessionOptions& options);
+int RunBuiltinWorker(session::SessionOptions options);
 
 }  // namespace longhaul::worker
