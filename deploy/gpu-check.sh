@@ -9,8 +9,9 @@
 #
 # The gpu label covers the kernels and groups, the device-resident trainer
 # against the host one, and a 2-region job whose regions train on NCCL
-# (tests/orchestrator/e2e_gpu_test.cpp). Not yet part of it (issue 18): the
-# --gpu benchmarks.
+# (tests/orchestrator/e2e_gpu_test.cpp). Then the GPU benchmarks, each against
+# its baseline in the same run: the CUDA codecs against a device-to-device
+# copy, the device trainer against cublasSgemm on the same GEMM shapes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build-gpu}
@@ -51,4 +52,13 @@ if grep -q "(Skipped)" "$log"; then
   exit 1
 fi
 [[ $rc -eq 0 ]] || { echo "gpu-check: GPU tests failed (ctest exit $rc)" >&2; exit "$rc"; }
-echo "== GPU tests passed; whole check took $(( $(date +%s) - start )) s"
+echo "== GPU tests passed after $(( $(date +%s) - start )) s"
+
+budget=$(left "the GPU benchmarks") || exit 1
+timeout "$budget" "$BUILD/bin/bench_codecs" --gpu --mib 256 --reps 5 || { echo "gpu-check: bench_codecs --gpu failed" >&2; exit 1; }
+for batch in 64 1024; do
+  budget=$(left "bench_trainer --gpu --batch $batch") || exit 1
+  timeout "$budget" "$BUILD/bin/bench_trainer" --gpu --preset small --batch "$batch" --seconds 3 ||
+    { echo "gpu-check: bench_trainer --gpu --batch $batch failed" >&2; exit 1; }
+done
+echo "== GPU check passed; it took $(( $(date +%s) - start )) s"

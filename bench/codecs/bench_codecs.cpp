@@ -11,6 +11,10 @@
 // another, Encode into a vector, copy into the send buffer); "fused" is
 // DecodeAdd + EncodeTo, the ring's path now. Both timed back to back each
 // repetition; the speed-up is the median of separate / fused.
+// With --gpu (CUDA builds): the CUDA codecs instead, encode and decode on
+// device buffers (cuda_codecs.h) next to a device-to-device cudaMemcpy of the
+// same buffer, each repetition back to back, the payloads checked byte for byte
+// against the CPU codec's. The target: encode+decode >= 0.5x that copy.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -23,11 +27,108 @@
 #include "longhaul/sync_policies/compressor.h"
 #include "longhaul/sync_policies/cross_region.h"
 
+#ifdef LONGHAUL_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "longhaul/sync_policies/cuda_codecs.h"
+#endif
+
 namespace lsp = longhaul::sync_policies;
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+template <typename Fn>
+double Seconds(Fn&& fn) {
+  auto t0 = Clock::now();
+  fn();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+#ifdef LONGHAUL_HAVE_CUDA
+// The CUDA codecs on device buffers against cudaMemcpy device to device.
+int RunGpu(const std::vector<float>& input, size_t block, double topk_fraction, int reps, double max_seconds) {
+  if (longhaul::Status usable = lsp::cuda::DeviceUsable(); !usable.ok()) {
+    std::fprintf(stderr, "bench_codecs --gpu: %s\n", usable.ToString().c_str());
+    return 2;
+  }
+  const size_t n = input.size();
+  const double bytes = static_cast<double>(n * sizeof(float));
+  float *d_in = nullptr, *d_out = nullptr, *d_copy = nullptr;
+  std::byte* d_encoded = nullptr;
+  const std::vector<lsp::Codec> codecs = {lsp::Codec::kFp32,     lsp::Codec::kBf16,    lsp::Codec::kInt8Block,
+                                          lsp::Codec::kInt4Block, lsp::Codec::kFp4E3M0, lsp::Codec::kTopK};
+  size_t most = 0;  // the largest payload of them
+  for (lsp::Codec codec : codecs) {
+    auto cpu = lsp::Compressor::Create({.codec = codec, .block_size = block, .topk_fraction = topk_fraction});
+    if (!cpu.ok()) {
+      std::fprintf(stderr, "bench_codecs --gpu: %s\n", cpu.status().ToString().c_str());
+      return 2;
+    }
+    most = std::max(most, (*cpu)->EncodedBytes(n));
+  }
+  if (cudaMalloc(&d_in, n * sizeof(float)) != cudaSuccess || cudaMalloc(&d_out, n * sizeof(float)) != cudaSuccess ||
+      cudaMalloc(&d_copy, n * sizeof(float)) != cudaSuccess || cudaMalloc(&d_encoded, most) != cudaSuccess) {
+    std::fprintf(stderr, "bench_codecs --gpu: cudaMalloc failed\n");
+    return 2;
+  }
+  cudaMemcpy(d_in, input.data(), n * sizeof(float), cudaMemcpyHostToDevice);
+  auto d2d = [&] {
+    cudaMemcpy(d_copy, d_in, n * sizeof(float), cudaMemcpyDeviceToDevice);
+    cudaDeviceSynchronize();
+  };
+  std::printf("%-6s %10s %10s %12s %12s %12s %10s\n", "codec", "enc GB/s", "dec GB/s", "enc+dec GB/s", "d2d GB/s",
+              "x d2d copy", "same bytes");
+  int rc = 0;
+  for (lsp::Codec codec : codecs) {
+    const lsp::CompressionOptions options{.codec = codec, .block_size = block, .topk_fraction = topk_fraction};
+    auto cpu = lsp::Compressor::Create(options);
+    const size_t encoded_bytes = (*cpu)->EncodedBytes(n);
+    longhaul::Status st;
+    auto encode = [&] { st = lsp::cuda::EncodeOnDevice(options, d_in, n, d_encoded); };
+    auto decode = [&] {
+      if (st.ok()) st = lsp::cuda::DecodeOnDevice(options, d_encoded, n, d_out);
+    };
+    encode();  // warm-up
+    decode();
+    d2d();
+    double enc = 0, dec = 0, copy = 0;
+    std::vector<double> ratios;
+    const auto start = Clock::now();
+    for (int r = 0; r < reps && st.ok(); ++r) {
+      const double t_copy = Seconds(d2d), t_enc = Seconds(encode), t_dec = Seconds(decode);
+      copy = std::max(copy, bytes / t_copy / 1e9);
+      enc = std::max(enc, bytes / t_enc / 1e9);
+      dec = std::max(dec, bytes / t_dec / 1e9);
+      ratios.push_back(t_copy / (t_enc + t_dec));
+      if (std::chrono::duration<double>(Clock::now() - start).count() > max_seconds) break;
+    }
+    if (!st.ok()) {
+      std::fprintf(stderr, "bench_codecs --gpu: %s: %s\n", std::string(lsp::CodecName(codec)).c_str(),
+                   st.ToString().c_str());
+      rc = 1;
+      continue;
+    }
+    std::vector<std::byte> on_device(encoded_bytes), on_host;
+    cudaMemcpy(on_device.data(), d_encoded, encoded_bytes, cudaMemcpyDeviceToHost);
+    (*cpu)->Encode(input, on_host);
+    const bool same = on_host == on_device;
+    if (!same) rc = 1;
+    std::sort(ratios.begin(), ratios.end());
+    std::printf("%-6s %10.2f %10.2f %12.2f %12.2f %12.2f %10s\n", std::string(lsp::CodecName(codec)).c_str(), enc, dec,
+                1.0 / (1.0 / enc + 1.0 / dec), copy, ratios[ratios.size() / 2], same ? "yes" : "NO");
+  }
+  std::printf("\n(GB/s of fp32 input, best repetition; x d2d copy = median over repetitions of the\n"
+              " device-to-device copy's time / (encode + decode time); same bytes = the device's payload\n"
+              " equals the CPU codec's; target enc+dec >= 0.5x the copy)\n");
+  cudaFree(d_in);
+  cudaFree(d_out);
+  cudaFree(d_copy);
+  cudaFree(d_encoded);
+  return rc;
+}
+#endif
 
 }  // namespace
 
@@ -44,6 +145,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   app.add_option("--topk-fraction", topk_fraction, "share kept by topk and topk2")->check(CLI::Range(1e-6, 1.0));
   app.add_option("--max-seconds", max_seconds, "time bound per codec, seconds")->check(CLI::Range(0.1, 600.0));
+  bool gpu = false;
+  app.add_flag("--gpu", gpu, "the CUDA codecs on device buffers against a device-to-device copy (CUDA builds)");
   CLI11_PARSE(app, argc, argv);
 
   const size_t n = mib * 1024 * 1024 / sizeof(float);
@@ -52,16 +155,22 @@ int main(int argc, char** argv) {
   std::mt19937 rng(42);
   std::normal_distribution<float> dist(0.0f, 1e-3f);  // pseudo-gradient-like magnitudes
   for (auto& x : input) x = dist(rng);
+  if (gpu) {
+    std::printf("bench_codecs --gpu: %zu MiB fp32 (%zu floats), block %zu, topk %.3g, %d repetitions\n", mib, n,
+                block, topk_fraction, reps);
+#ifdef LONGHAUL_HAVE_CUDA
+    return RunGpu(input, block, topk_fraction, reps, max_seconds);
+#else
+    std::fprintf(stderr, "bench_codecs: --gpu needs a build with CUDA\n");
+    return 2;
+#endif
+  }
 
   // Baseline: memcpy of the same fp32 buffer. The machine may be shared, so each
   // repetition times memcpy, encode and decode back to back and yields one ratio
   // memcpy_time / (encode_time + decode_time); the median ratio is reported.
   std::memcpy(copy.data(), input.data(), n * sizeof(float));  // touch the pages once
-  auto seconds = [](auto&& fn) {
-    auto t0 = Clock::now();
-    fn();
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-  };
+  auto seconds = [](auto&& fn) { return Seconds(fn); };
   std::printf("bench_codecs: %zu MiB fp32 (%zu floats), block %zu, topk %.3g, %d repetitions\n", mib, n, block,
               topk_fraction, reps);
   struct Row {

@@ -3,16 +3,28 @@
 // Prints inner steps/s and achieved GFLOP/s of a preset (GEMM flops of forward +
 // backward: 3x the forward GEMMs) next to cblas_sgemm GFLOP/s measured in the same
 // run on the same GEMM shapes, both single-threaded, and the ratio (target >= 0.5).
-// Every phase is bounded by a time budget and an iteration cap.
+// With --gpu (CUDA builds): the device-resident trainer (DeviceInnerTrainer over a
+// one-rank NCCL group on device 0) against cublasSgemm on device operands of the
+// same shapes, and the step's NCCL all-reduce timed alone. Every phase is bounded
+// by a time budget and an iteration cap.
 #include <cblas.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <vector>
 
 #include "longhaul/trainer/data.h"
 #include "longhaul/trainer/trainer.h"
+
+#ifdef LONGHAUL_HAVE_CUDA
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "longhaul/trainer/device_trainer.h"
+#include "longhaul/trainer/nccl_group.h"
+#endif
 
 using namespace longhaul;
 using namespace longhaul::trainer;
@@ -75,6 +87,103 @@ double SgemmGflops(const std::vector<Shape>& shapes, double seconds) {
   return Flops(shapes) * reps / elapsed / 1e9;
 }
 
+// Runs `fn` repeatedly for up to `seconds` (and at most `cap` times) after one
+// warm-up call; returns calls per second, or the first failure.
+template <typename Fn>
+Result<double> Rate(double seconds, int cap, Fn fn) {
+  LONGHAUL_RETURN_IF_ERROR(fn());
+  int calls = 0;
+  const auto start = Clock::now();
+  double elapsed = 0;
+  while (elapsed < seconds && calls < cap) {
+    LONGHAUL_RETURN_IF_ERROR(fn());
+    ++calls;
+    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  return calls / elapsed;
+}
+
+#ifdef LONGHAUL_HAVE_CUDA
+// GFLOP/s of cublasSgemm on device operands of these shapes, back to back, with
+// the deterministic math the trainer's handle uses (row-major via swapped operands).
+Result<double> CublasGflops(const std::vector<Shape>& shapes, double seconds) {
+  cublasHandle_t handle = nullptr;
+  if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) return Unavailable("cublasCreate failed");
+  cublasSetMathMode(handle, CUBLAS_PEDANTIC_MATH);
+  std::vector<float*> buffers;
+  auto alloc = [&](size_t n) {
+    float* p = nullptr;
+    if (cudaMalloc(&p, n * sizeof(float)) != cudaSuccess) return static_cast<float*>(nullptr);
+    cudaMemset(p, 0, n * sizeof(float));
+    buffers.push_back(p);
+    return p;
+  };
+  struct Operands { float *a, *b, *c; };
+  std::vector<Operands> ops;
+  for (const Shape& s : shapes)
+    ops.push_back({alloc(static_cast<size_t>(s.m) * s.k), alloc(static_cast<size_t>(s.k) * s.n),
+                   alloc(static_cast<size_t>(s.m) * s.n)});
+  Result<double> rate = Unavailable("cuda allocation failed");
+  if (std::find(buffers.begin(), buffers.end(), nullptr) == buffers.end()) {
+    rate = Rate(seconds, 1'000'000, [&]() -> Status {
+      const float one = 1.0f, zero = 0.0f;
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        const Shape& s = shapes[i];
+        const int lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+        if (cublasSgemm(handle, s.tb ? CUBLAS_OP_T : CUBLAS_OP_N, s.ta ? CUBLAS_OP_T : CUBLAS_OP_N, s.n, s.m, s.k,
+                        &one, ops[i].b, ldb, ops[i].a, lda, &zero, ops[i].c, s.n) != CUBLAS_STATUS_SUCCESS)
+          return Unavailable("cublasSgemm failed");
+      }
+      return cudaDeviceSynchronize() == cudaSuccess ? Status::Ok() : Unavailable("cuda synchronize failed");
+    });
+  }
+  for (float* p : buffers) cudaFree(p);
+  cublasDestroy(handle);
+  if (!rate.ok()) return rate.status();
+  return Flops(shapes) * *rate / 1e9;
+}
+
+int RunGpu(const std::string& preset, const ModelConfig& model, int batch, double seconds) {
+  auto fail = [](const Status& s) {
+    std::fprintf(stderr, "bench_trainer --gpu: %s\n", s.ToString().c_str());
+    return 1;
+  };
+  auto data = MakeDataSource(DataOptions{}, 0, 1, 0, 1);
+  if (!data.ok()) return fail(data.status());
+  auto id = NewNcclUniqueId();
+  if (!id.ok()) return fail(id.status());
+  auto group = MakeNcclGroup({*id, 0, 1, 0});
+  if (!group.ok()) return fail(group.status());
+  TrainerOptions opts{model, {}, batch, 1};
+  opts.adamw.total_steps = 1'000'000;
+  auto trainer = DeviceInnerTrainer::Create(opts, **data, **group, 0);
+  if (!trainer.ok()) return fail(trainer.status());
+  const auto shapes = StepShapes(model, batch);
+  const double step_flops = Flops(shapes);
+  auto steps_per_s = Rate(seconds, 1'000'000, [&]() -> Status { return (*trainer)->Step().status(); });
+  if (!steps_per_s.ok()) return fail(steps_per_s.status());
+  auto cublas = CublasGflops(shapes, seconds);
+  if (!cublas.ok()) return fail(cublas.status());
+  const size_t n = (*trainer)->model().num_params() + 1;
+  auto reduces_per_s = Rate(seconds, 1'000'000, [&]() -> Status {
+    return (*group)->AllReduceMean({(*trainer)->model().gradient_and_loss(), n});
+  });
+  if (!reduces_per_s.ok()) return fail(reduces_per_s.status());
+  const double trainer_gflops = step_flops * *steps_per_s / 1e9;
+  std::printf("gpu, preset %s: %zu params, batch %d, %.1f MFLOP (GEMM) per inner step\n", preset.c_str(), n - 1,
+              batch, step_flops / 1e6);
+  std::printf("device trainer inner steps/s  %10.1f\n", *steps_per_s);
+  std::printf("device trainer GFLOP/s        %10.2f\n", trainer_gflops);
+  std::printf("cublasSgemm GFLOP/s           %10.2f   (same GEMM shapes, device operands)\n", *cublas);
+  std::printf("ratio trainer / cublas        %10.2f   (target >= 0.5)\n", trainer_gflops / *cublas);
+  std::printf("nccl all-reduce alone         %10.1f us per call of %zu floats, %.2f GB/s algorithm bandwidth\n",
+              1e6 / *reduces_per_s, n, static_cast<double>(n * sizeof(float)) * *reduces_per_s / 1e9);
+  std::printf("  its share of an inner step  %10.2f   (one rank: a copy; bus bandwidth needs two GPUs or more)\n",
+              *steps_per_s / *reduces_per_s);
+  return 0;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -85,12 +194,22 @@ int main(int argc, char** argv) {
   app.add_option("--preset", preset, "model preset (tiny, small)");
   app.add_option("--batch", batch, "examples per inner step")->check(CLI::Range(1, 65536));
   app.add_option("--seconds", seconds, "time budget of each measured phase")->check(CLI::Range(0.1, 20.0));
+  bool gpu = false;
+  app.add_flag("--gpu", gpu, "the device-resident trainer against cublasSgemm (CUDA builds, device 0)");
   CLI11_PARSE(app, argc, argv);
 
   auto model = ModelPreset(preset);
   if (!model.ok()) {
     std::fprintf(stderr, "bench_trainer: %s\n", model.status().ToString().c_str());
     return 2;
+  }
+  if (gpu) {
+#ifdef LONGHAUL_HAVE_CUDA
+    return RunGpu(preset, *model, batch, seconds);
+#else
+    std::fprintf(stderr, "bench_trainer: --gpu needs a build with CUDA\n");
+    return 2;
+#endif
   }
   auto data = MakeDataSource(DataOptions{}, 0, 1, 0, 1);
   if (!data.ok()) {
