@@ -31,7 +31,10 @@ the WAN and returns what happened:
 
 The parameters are carried without copies: DiLoCo makes every parameter a view of
 one flat float32 tensor that the worker library reads and writes in place. They
-must be float32 on the CPU. The model's float32 buffers (BatchNorm's running mean
+must be float32, all on one device. On a GPU the flat tensor stays there and the
+worker library works on a host copy (pinned memory), refreshed only around the
+job's sync points (the round's start and end, a fragment's exchange): no inner
+step copies the model to the host. The model's float32 buffers (BatchNorm's running mean
 and variance) follow the parameters in that tensor: they take no outer step, and
 at every round's end (every kind but local) they are averaged over all workers
 of all regions, so every replica holds the same statistics and the parameter
@@ -80,14 +83,15 @@ def flatten_parameters(model):
     return flat, tensors
 
 
-def _carried_buffers(model):
+def _carried_buffers(model, device):
     """The model's float32 buffers, (name, tensor), in named_buffers() order."""
     carried = []
     for name, b in model.named_buffers():
         if b.dtype != torch.float32:
             continue  # counters (BatchNorm's num_batches_tracked): not averaged
-        if b.device.type != "cpu":
-            raise TypeError(f"buffer '{name}' is on {b.device}; longhaul.torch needs CPU tensors for now")
+        if b.device != device:
+            raise TypeError(f"buffer '{name}' is on {b.device} and the parameters on {device}; "
+                            "longhaul carries them in one tensor on one device")
         carried.append((name, b))
     return carried
 
@@ -99,14 +103,16 @@ def _flatten(model, with_buffers):
     named = list(model.named_parameters())
     if not named:
         raise ValueError("the model has no parameters")
+    device = named[0][1].device
     for name, p in named:
         if p.dtype != torch.float32:
             raise TypeError(f"parameter '{name}' is {p.dtype}; longhaul carries float32 parameters")
-        if p.device.type != "cpu":
-            raise TypeError(f"parameter '{name}' is on {p.device}; longhaul.torch needs CPU parameters for now")
-    buffers = _carried_buffers(model) if with_buffers else []
+        if p.device != device:
+            raise TypeError(f"parameter '{name}' is on {p.device} and '{named[0][0]}' on {device}; "
+                            "longhaul carries the parameters in one tensor on one device")
+    buffers = _carried_buffers(model, device) if with_buffers else []
     total = sum(t.numel() for _, t in named + buffers)
-    flat = torch.empty(total, dtype=torch.float32)
+    flat = torch.empty(total, dtype=torch.float32, device=device)
     tensors = []
     offset = 0
     with torch.no_grad():
@@ -136,7 +142,8 @@ def bind_optimizer_state(optimizer, tensors, params, numel):
     if any(group.get("amsgrad", False) for group in optimizer.param_groups):
         names.append("max_exp_avg_sq")
     where = {id(p): (offset, n, shape) for p, (_, shape, offset, n) in zip(params, tensors)}
-    flats = [torch.zeros(numel, dtype=torch.float32) for _ in names]
+    device = params[0].device if params else torch.device("cpu")
+    flats = [torch.zeros(numel, dtype=torch.float32, device=device) for _ in names]
     with torch.no_grad():
         for group in optimizer.param_groups:
             for p in group["params"]:
@@ -154,6 +161,35 @@ def bind_optimizer_state(optimizer, tensors, params, numel):
     return flats
 
 
+class _HostCopy:
+    """The worker library's view of a flat tensor kept on a GPU: a host copy of
+    it (and of the optimizer state's flat tensors), and the copies the library
+    asks for around the sync points (longhaul/worker/region_replica.h,
+    ParameterMirror)."""
+
+    def __init__(self, flat, state):
+        pin = flat.is_cuda
+        self.flat, self.state = flat, state
+        self.host = torch.empty(flat.numel(), dtype=torch.float32, pin_memory=pin)
+        self.host_state = [torch.empty(t.numel(), dtype=torch.float32, pin_memory=pin) for t in state]
+        self.to_host()
+        self.state_to_host()
+
+    def to_host(self):
+        self.host.copy_(self.flat)
+
+    def to_device(self):
+        self.flat.copy_(self.host)
+
+    def state_to_host(self):
+        for host, t in zip(self.host_state, self.state):
+            host.copy_(t)
+
+    def state_to_device(self):
+        for host, t in zip(self.host_state, self.state):
+            t.copy_(host)
+
+
 class DiLoCo:
     """This worker's part of the job's outer synchronisation (DiLoCo, Streaming
     DiLoCo, the fully synchronous baseline or local-only: the job spec decides).
@@ -163,7 +199,9 @@ class DiLoCo:
     the new parameters, and is reported to `longhaul status` and the metrics.
     """
 
-    def __init__(self, model, eval_fn=None, optimizer=None):
+    def __init__(self, model, eval_fn=None, optimizer=None, _host_copy=None):
+        """_host_copy (tests): go through a host copy even for CPU parameters, as
+        for parameters on a GPU (None: only for those)."""
         self._model = model
         self._flat, self._tensors, buffers = _flatten(model, with_buffers=True)
         self._buffer_floats = sum(b.numel() for _, b in buffers)
@@ -173,10 +211,18 @@ class DiLoCo:
         self._optimizer = optimizer
         self._optimizer_state = [] if optimizer is None else bind_optimizer_state(
             optimizer, self._tensors, self._params, self._flat.numel())
+        if _host_copy is None:
+            _host_copy = self._flat.device.type != "cpu"
+        self._host_copy = _HostCopy(self._flat, self._optimizer_state) if _host_copy else None
         self._session = _native.Session()
         self.config = from_json(self._session.config_json)
-        self._session.start(self._flat.data_ptr(), self._flat.numel(), self._tensors, self._buffer_floats,
-                            [t.data_ptr() for t in self._optimizer_state], eval_fn)
+        if self._host_copy is None:
+            self._session.start(self._flat.data_ptr(), self._flat.numel(), self._tensors, self._buffer_floats,
+                                [t.data_ptr() for t in self._optimizer_state], eval_fn)
+        else:
+            h = self._host_copy
+            self._session.start(h.host.data_ptr(), h.host.numel(), self._tensors, self._buffer_floats,
+                                [t.data_ptr() for t in h.host_state], eval_fn, h)
         self.resynced = self._session.resynced_at_start
         self.last_event = RESYNCED if self.resynced else NONE
         self._follow_job_step()
@@ -231,7 +277,7 @@ class DiLoCo:
             for p, (_, shape, offset, n) in zip(params, self._tensors):
                 mean = flat[offset:offset + n].view(shape)
                 if p.grad is None:
-                    p.grad = mean.clone()
+                    p.grad = mean.to(p.device, copy=True)
                 else:
                     p.grad.copy_(mean)
         return ok

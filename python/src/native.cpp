@@ -35,6 +35,35 @@ T Unwrap(longhaul::Result<T> r) {
   return std::move(*r);
 }
 
+// A ParameterMirror whose copies are the script's (longhaul.torch's host copy
+// of parameters kept on a GPU): to_host(), to_device(), state_to_host() and
+// state_to_device() on a Python object, called with the GIL taken. An
+// exception becomes a Status naming the call.
+class PyMirror final : public longhaul::worker::ParameterMirror {
+ public:
+  explicit PyMirror(py::object mirror) : mirror_(std::move(mirror)) {}
+  ~PyMirror() override {
+    py::gil_scoped_acquire acquire;
+    mirror_ = py::object();
+  }
+  longhaul::Status ToHost() override { return Call("to_host"); }
+  longhaul::Status ToDevice() override { return Call("to_device"); }
+  longhaul::Status StateToHost() override { return Call("state_to_host"); }
+  longhaul::Status StateToDevice() override { return Call("state_to_device"); }
+
+ private:
+  longhaul::Status Call(const char* method) {
+    py::gil_scoped_acquire acquire;
+    try {
+      mirror_.attr(method)();
+      return longhaul::Status::Ok();
+    } catch (py::error_already_set& e) {
+      return longhaul::Internal(std::string("the host copy's ") + method + "() raised: " + e.what());
+    }
+  }
+  py::object mirror_;
+};
+
 class PySession {
  public:
   PySession() {
@@ -55,12 +84,21 @@ class PySession {
 
   // tensors: [(name, shape, offset, numel)]; the last `buffers` floats are model
   // buffers; optimizer_state: data pointers of flat float32 tensors of n floats
-  // (the optimizer's state); eval_fn: None or a callable -> float.
+  // (the optimizer's state); eval_fn: None or a callable -> float; mirror: None,
+  // or the object whose copies keep `data` and optimizer_state (then host
+  // copies) in step with the originals on a GPU (PyMirror).
   void Start(uintptr_t data, size_t n, const std::vector<std::tuple<std::string, std::vector<int64_t>, size_t, size_t>>& tensors,
-             size_t buffers, const std::vector<uintptr_t>& optimizer_state, py::object eval_fn) {
+             size_t buffers, const std::vector<uintptr_t>& optimizer_state, py::object eval_fn, py::object mirror) {
     if (data == 0 || n == 0) Raise(longhaul::InvalidArgument("start: the parameter buffer is empty"));
     ls::StartOptions opts;
     opts.buffers = buffers;
+    if (!mirror.is_none()) {
+      for (const char* method : {"to_host", "to_device", "state_to_host", "state_to_device"})
+        if (!py::hasattr(mirror, method))
+          Raise(longhaul::InvalidArgument(std::string("start: the mirror has no ") + method + "()"));
+      mirror_ = std::make_unique<PyMirror>(mirror);
+      opts.mirror = mirror_.get();
+    }
     for (uintptr_t p : optimizer_state) {
       if (p == 0) Raise(longhaul::InvalidArgument("start: an optimizer state buffer is empty"));
       opts.optimizer_state.emplace_back(reinterpret_cast<float*>(p), n);
@@ -139,6 +177,7 @@ class PySession {
   const std::string& config_json() const { return config_json_; }
 
  private:
+  std::unique_ptr<PyMirror> mirror_;  // outlives session_ (declared first: destroyed last)
   std::unique_ptr<ls::Session> session_;
   std::string config_json_;
   std::shared_ptr<py::object> eval_fn_;
@@ -156,7 +195,8 @@ PYBIND11_MODULE(_native, m) {
   });
   py::class_<PySession>(m, "Session")
       .def(py::init<>())
-      .def("start", &PySession::Start, py::arg("data_ptr"), py::arg("numel"), py::arg("tensors"), py::arg("buffers"), py::arg("optimizer_state"), py::arg("eval_fn"))
+      .def("start", &PySession::Start, py::arg("data_ptr"), py::arg("numel"), py::arg("tensors"), py::arg("buffers"), py::arg("optimizer_state"), py::arg("eval_fn"),
+           py::arg("mirror") = py::none())
       .def("step", &PySession::Step, py::arg("loss"), py::arg("tokens"))
       .def("sync_gradients", &PySession::SyncGradients, py::arg("data_ptr"), py::arg("numel"))
       .def_property_readonly("syncs_gradients", [](PySession& s) { return s.session().syncs_gradients(); })

@@ -127,6 +127,36 @@ def test_flatten_refuses_parameters_it_cannot_carry():
         lh.flatten_parameters(torch.nn.ReLU())
 
 
+def test_flatten_refuses_parameters_on_two_devices_and_keeps_the_flat_tensor_on_theirs():
+    m = Tiny()
+    m.b = torch.nn.Linear(4, 2, bias=False, device="meta")
+    with pytest.raises(TypeError, match="one tensor on one device"):
+        lh.flatten_parameters(m)
+    on_meta = torch.nn.Linear(3, 4, device="meta")
+    flat, _ = lh.flatten_parameters(on_meta)
+    assert flat.device.type == "meta" and on_meta.weight.device.type == "meta"
+
+
+def test_the_host_copy_of_parameters_and_optimizer_state_copies_both_ways_only_when_asked():
+    flat = torch.arange(6, dtype=torch.float32)
+    state = [torch.full((6,), 2.0), torch.full((6,), 3.0)]
+    h = lh._HostCopy(flat, state)
+    assert torch.equal(h.host, flat) and h.host.data_ptr() != flat.data_ptr()
+    assert [torch.equal(a, b) for a, b in zip(h.host_state, state)] == [True, True]
+    flat.add_(1)  # training moves the originals; the host copy waits for to_host()
+    assert not torch.equal(h.host, flat)
+    h.to_host()
+    assert torch.equal(h.host, flat)
+    h.host.zero_()
+    h.host_state[1].fill_(7.0)
+    h.to_device()
+    h.state_to_device()
+    assert float(flat.abs().sum()) == 0 and float(state[1][0]) == 7.0 and float(state[0][0]) == 2.0
+    state[0].fill_(5.0)
+    h.state_to_host()
+    assert float(h.host_state[0][3]) == 5.0
+
+
 def test_job_config_is_a_read_only_nested_view():
     cfg = from_json(json.dumps({"sync": {"kind": "diloco", "inner_steps": 50},
                                 "data": {"text_file": None}, "seed": 7}))

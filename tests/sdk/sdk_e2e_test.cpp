@@ -172,7 +172,9 @@ TEST_CASE("sdk: a PyTorch worker and a C worker making the same updates commit t
       }
       return s;
     };
-    const std::string py = c.Submit(spec({kPython, kSource + "/tests/sdk/workers/replay_worker.py", "3000"}));
+    // Region 0's Python worker goes through a host copy of its parameters, as
+    // for a model on a GPU: nothing may change.
+    const std::string py = c.Submit(spec({kPython, kSource + "/tests/sdk/workers/replay_worker.py", "3000", "0"}));
     auto st = c.WaitFor(py, JobDone, 120s);
     INFO(kind << " python: " << st.reason() << " (logs in " << c.dir << ")");
     REQUIRE(st.state() == "succeeded");
@@ -204,6 +206,8 @@ TEST_CASE("sdk: kind sync through PyTorch is data parallelism: 3 regions step li
   // steps before the last round's exchange, so the job cannot end first.
   // One region fails step 20 after its optimizer step: the round rolls back,
   // AdamW's moments with it (DiLoCo was given the optimizer), and runs again.
+  // That region works through a host copy of its parameters and moments, as
+  // for a model on a GPU, and must still step exactly as the others.
   v1::JobSpec s =
       CommandSpec(c, {kPython, script, out.path().string(), std::to_string(kSteps), "20"}, kSteps + 1, 1, 3);
   s.mutable_sync()->set_kind("sync");

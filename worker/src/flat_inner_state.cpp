@@ -6,7 +6,7 @@
 namespace longhaul::worker {
 
 Result<std::unique_ptr<FlatInnerState>> FlatInnerState::Create(std::vector<std::span<float>> state,
-                                                              size_t num_params) {
+                                                              size_t num_params, ParameterMirror* mirror) {
   for (size_t i = 0; i < state.size(); ++i) {
     if (state[i].size() != num_params || state[i].data() == nullptr) {
       return InvalidArgument("optimizer state buffer " + std::to_string(i) + " holds " +
@@ -14,16 +14,31 @@ Result<std::unique_ptr<FlatInnerState>> FlatInnerState::Create(std::vector<std::
                              std::to_string(num_params) + ")");
     }
   }
-  return std::unique_ptr<FlatInnerState>(new FlatInnerState(std::move(state)));
+  return std::unique_ptr<FlatInnerState>(new FlatInnerState(std::move(state), mirror));
+}
+
+void FlatInnerState::Keep(const Status& s) {
+  if (!s.ok() && failure_.ok()) failure_ = s.WithContext("copying the optimizer state");
 }
 
 void FlatInnerState::Save() {
+  if (mirror_ != nullptr && !state_.empty()) Keep(mirror_->StateToHost());
   for (size_t i = 0; i < state_.size(); ++i) saved_[i].assign(state_[i].begin(), state_[i].end());
 }
 
 void FlatInnerState::Restore() {
   for (size_t i = 0; i < state_.size(); ++i)
     if (saved_[i].size() == state_[i].size()) std::copy(saved_[i].begin(), saved_[i].end(), state_[i].begin());
+  if (mirror_ != nullptr && !state_.empty()) Keep(mirror_->StateToDevice());
+}
+
+std::vector<std::span<float>> FlatInnerState::SharedState() {
+  if (mirror_ != nullptr && !state_.empty()) Keep(mirror_->StateToHost());
+  return state_;
+}
+
+void FlatInnerState::SharedStateWritten() {
+  if (mirror_ != nullptr && !state_.empty()) Keep(mirror_->StateToDevice());
 }
 
 }  // namespace longhaul::worker

@@ -244,7 +244,7 @@ Status Session::Start(std::span<float> params, StartOptions options) {
     if (!start_.optimizer_state.empty()) {
       if (inner != nullptr) return InvalidArgument("give the inner optimizer's state as InnerState or as buffers, not both");
       LONGHAUL_ASSIGN_OR_RETURN(owned_inner_,
-                                worker::FlatInnerState::Create(start_.optimizer_state, params_.size()));
+                                worker::FlatInnerState::Create(start_.optimizer_state, params_.size(), start_.mirror));
       inner = owned_inner_.get();
     }
     LONGHAUL_ASSIGN_OR_RETURN(replica_, worker::RegionReplica::Create(r, params_, *group_, inner, start_.mirror));
@@ -487,7 +487,8 @@ Result<StepEvent> Session::Step(float loss, uint64_t tokens) {
     step_failure_ = Status::Ok();
     return AfterAbort("the orchestrator ended the round");
   }
-  if (!step_failure_.ok()) {  // SyncGradients failed this step
+  if (owned_inner_ != nullptr && step_failure_.ok()) step_failure_ = owned_inner_->TakeFailure();
+  if (!step_failure_.ok()) {  // SyncGradients (or a copy of the optimizer state) failed this step
     const Status failed = std::exchange(step_failure_, Status::Ok());
     SendReport(*current_, failed, "");
     return AfterAbort(failed.message());

@@ -1,6 +1,8 @@
 """The PyTorch twin of c_replay_worker.c: the same exact SGD steps through longhaul.torch.
 
-Usage: replay_worker.py NUM_PARAMS
+Usage: replay_worker.py NUM_PARAMS [HOST_COPY_REGION]
+With HOST_COPY_REGION, that region's worker goes through a host copy of its
+parameters, as it does for parameters on a GPU: its hashes must not change.
 """
 import sys
 
@@ -9,6 +11,7 @@ import torch
 import longhaul.torch as lh
 
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+host_copy_region = int(sys.argv[2]) if len(sys.argv) > 2 else -1
 cfg = lh.job_config()
 idx = torch.arange(n, dtype=torch.int64)
 
@@ -20,7 +23,7 @@ class Flat(torch.nn.Module):
 
 
 model = Flat()
-diloco = lh.DiLoCo(model)
+diloco = lh.DiLoCo(model, _host_copy=cfg.region_index == host_copy_region)
 while not diloco.finished:
     g = diloco.job_step + 1
     model.w.grad = ((idx * 7 + g * 3 + cfg.region_index * 5) % 17 - 8).to(torch.float32) / 4096.0

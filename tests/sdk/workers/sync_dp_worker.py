@@ -9,6 +9,8 @@ As a longhaul worker (the agent starts it):
   optimizer settings it used, to OUT_DIR/<region index>.pt. With FAIL_AT, the
   last region fails job step FAIL_AT once, after its optimizer step: every
   region rolls the round back (parameters and AdamW moments) and runs it again.
+  That last region goes through a host copy of its parameters and AdamW
+  moments, as it does for a model on a GPU.
 
 As the reference (the test runs it afterwards):
     sync_dp_worker.py --reference OUT_DIR STEPS REGIONS
@@ -54,8 +56,9 @@ def worker(out_dir, steps, fail_at):
                 "weight_decay": cfg.inner.weight_decay, "batch": cfg.inner.batch_size, "seed": cfg.seed}
     model = build_model(cfg.seed)
     opt = make_optimizer(model, settings)
-    diloco = lh.DiLoCo(model, optimizer=opt)
-    fail = fail_at if cfg.region_index == cfg.region_count - 1 else -1
+    last = cfg.region_index == cfg.region_count - 1
+    diloco = lh.DiLoCo(model, optimizer=opt, _host_copy=last)
+    fail = fail_at if last else -1
     loss_fn = torch.nn.CrossEntropyLoss()
     while not diloco.finished:
         step = diloco.job_step

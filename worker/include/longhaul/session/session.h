@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "longhaul/common/status.h"
+#include "longhaul/worker/flat_inner_state.h"
 #include "longhaul/worker/job_config.h"
 #include "longhaul/worker/region_replica.h"
 #include "longhaul/worker/wan_port.h"
@@ -64,7 +65,8 @@ struct StartOptions {
   // region joining a sync job (worker::FlatInnerState). Not with `inner`.
   std::vector<std::span<float>> optimizer_state;
   // Parameters kept on a GPU: `params` is their host copy, brought up to date
-  // only around the outer step (worker::ParameterMirror). Optional; must
+  // only around the outer step (worker::ParameterMirror), and so are the
+  // optimizer_state buffers (its StateToHost/StateToDevice). Optional; must
   // outlive the session.
   worker::ParameterMirror* mirror = nullptr;
   worker::ValidationFn validation;           // run on rank 0 after the outer step
@@ -166,7 +168,7 @@ class Session {
   trainer::BackendChoice intra_region_;
   std::unique_ptr<worker::WanPort> wan_;
   std::unique_ptr<AgentLink> channel_;
-  std::unique_ptr<worker::InnerState> owned_inner_;  // from StartOptions::optimizer_state
+  std::unique_ptr<worker::FlatInnerState> owned_inner_;  // from StartOptions::optimizer_state
   std::unique_ptr<worker::RegionReplica> replica_;
   std::unique_ptr<sync_policies::CollectiveLink> round_link_;  // outlives its round: peers may still read
   // The round before's, one round longer: leaving a group aborts its sends not

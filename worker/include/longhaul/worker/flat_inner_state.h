@@ -3,10 +3,13 @@
 // made views of two flat tensors, or a C program's moment arrays). Saved at each
 // round's start and restored exactly when the round rolls back; in a sync job a
 // joining region receives them from a live one. A step counter, where the
-// optimizer keeps one, is the caller's: it follows the job step.
+// optimizer keeps one, is the caller's: it follows the job step. With a mirror
+// the buffers are host copies of state kept elsewhere (a GPU): they are brought
+// up to date before they are read and handed back after they were written.
 #pragma once
 
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "longhaul/worker/region_replica.h"
@@ -16,16 +19,26 @@ namespace longhaul::worker {
 class FlatInnerState final : public InnerState {
  public:
   // Every buffer must hold `num_params` floats (kInvalidArgument otherwise).
-  static Result<std::unique_ptr<FlatInnerState>> Create(std::vector<std::span<float>> state, size_t num_params);
+  // `mirror` (optional) must outlive the state.
+  static Result<std::unique_ptr<FlatInnerState>> Create(std::vector<std::span<float>> state, size_t num_params,
+                                                        ParameterMirror* mirror = nullptr);
   void Save() override;
   void Restore() override;
   void Rejoined(uint64_t) override {}
-  std::vector<std::span<float>> SharedState() override { return state_; }
+  std::vector<std::span<float>> SharedState() override;
+  void SharedStateWritten() override;
+  // The first failed copy through the mirror (these calls return nothing);
+  // cleared by reading it.
+  Status TakeFailure() { return std::exchange(failure_, Status::Ok()); }
 
  private:
-  explicit FlatInnerState(std::vector<std::span<float>> state) : state_(std::move(state)), saved_(state_.size()) {}
+  FlatInnerState(std::vector<std::span<float>> state, ParameterMirror* mirror)
+      : state_(std::move(state)), saved_(state_.size()), mirror_(mirror) {}
+  void Keep(const Status& s);
   std::vector<std::span<float>> state_;
   std::vector<std::vector<float>> saved_;
+  ParameterMirror* mirror_;
+  Status failure_;
 };
 
 }  // namespace longhaul::worker

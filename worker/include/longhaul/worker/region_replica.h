@@ -108,6 +108,12 @@ class ParameterMirror {
   virtual ~ParameterMirror() = default;
   virtual Status ToHost() = 0;    // local <- the trainer's parameters
   virtual Status ToDevice() = 0;  // the trainer's parameters <- local
+  // The same for an inner optimizer state given as host buffers (a Session's
+  // StartOptions::optimizer_state, FlatInnerState) whose originals live with
+  // the parameters. A trainer whose InnerState copies its own (as the built-in
+  // device trainer's does) leaves these as they are.
+  virtual Status StateToHost() { return Status::Ok(); }
+  virtual Status StateToDevice() { return Status::Ok(); }
 };
 
 struct ReplicaOptions {
