@@ -3,6 +3,8 @@
 // NCCL and train the built-in model in device memory.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+
 #include "real_cluster.h"
 
 using namespace longhaul;
@@ -37,5 +39,40 @@ TEST_CASE("e2e gpu: a 2-region job with intra_region nccl trains on the GPU and 
     CHECK(region.intra_region_reason() == "the job asks for nccl");
     CHECK_THAT(metrics, Catch::Contains("longhaul_region_intra_region_backend{backend=\"nccl\",job=\"" + job +
                                         "\",region=\"" + region.region() + "\"} 1"));
+  }
+}
+
+// A region on the GPU and a region on CPUs in one job: the outer step runs on
+// the host in both, and kind sync's AdamW step is bit for bit the same on the
+// device as on the host, so their replicas must agree at every commit.
+TEST_CASE("e2e gpu: a GPU region and a CPU region commit the same hashes, DiLoCo and kind sync",
+          "[e2e][gpu]") {
+  for (const std::string kind : {"diloco", "sync"}) {
+    INFO("kind " << kind);
+    RealCluster c("e2e-gpu-mixed");
+    c.StartOrchestrator();
+    c.StartAgent(kClusterRegions[0]);               // sees the GPU
+    ::setenv("CUDA_VISIBLE_DEVICES", "", 1);        // the next agent and its workers see none
+    c.StartAgent(kClusterRegions[1]);
+    ::unsetenv("CUDA_VISIBLE_DEVICES");
+    v1::JobSpec spec = c.Spec(kind == "sync" ? 8 : 3, kind == "sync" ? 1 : 5);
+    spec.clear_regions();
+    spec.add_regions(kClusterRegions[0]);
+    spec.add_regions(kClusterRegions[1]);
+    spec.set_region_count(2);
+    spec.set_min_regions(2);
+    spec.mutable_sync()->set_kind(kind);
+    if (kind == "sync") spec.mutable_compression()->set_codec(v1::CODEC_FP32);
+    const std::string job = c.Submit(spec);
+    const v1::JobStatus st = c.WaitFor(job, JobDone, 300s);
+    INFO("reason: " << st.reason() << " (logs in " << c.dir << ")");
+    REQUIRE(st.state() == "succeeded");
+    for (const auto& r : c.Rounds(job)) CHECK(r.participants.size() == 2);  // both hashes agreed
+    REQUIRE(st.regions_size() == 2);
+    for (const auto& region : st.regions()) {
+      INFO(region.region());
+      CHECK(region.intra_region() ==
+            (region.region() == kClusterRegions[0] ? v1::INTRA_REGION_NCCL : v1::INTRA_REGION_GLOO));
+    }
   }
 }
