@@ -12,6 +12,10 @@
 # (tests/orchestrator/e2e_gpu_test.cpp). Then the GPU benchmarks, each against
 # its baseline in the same run: the CUDA codecs against a device-to-device
 # copy, the device trainer against cublasSgemm on the same GEMM shapes.
+# It installs the Debian dependencies first. A GPU machine that reaches no
+# package registry takes the archive of deploy/gpu-bundle.sh instead (built
+# here, with nvcc) and runs deploy/gpu-run-bundle.sh: the same suites and
+# benchmarks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build-gpu}
