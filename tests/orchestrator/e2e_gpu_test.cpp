@@ -3,8 +3,6 @@
 // NCCL and train the built-in model in device memory.
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
-
 #include "real_cluster.h"
 
 using namespace longhaul;
@@ -13,11 +11,11 @@ using namespace std::chrono_literals;
 
 TEST_CASE("e2e gpu: a 2-region job with intra_region nccl trains on the GPU and commits identical replicas",
           "[e2e][gpu]") {
-  RealCluster c("e2e-gpu");
+  RealCluster c("e2e-gpu", {.gpus = true});
   c.StartOrchestrator();
   const std::vector<std::string> regions = {kClusterRegions[0], kClusterRegions[1]};
   for (const auto& r : regions) c.StartAgent(r);
-  v1::JobSpec spec = c.Spec(3, 5);
+  v1::JobSpec spec = c.Spec(3, 40);  // enough steps past AdamW's warm-up for the loss to fall (it does on CPUs)
   spec.clear_regions();
   for (const auto& r : regions) spec.add_regions(r);
   spec.set_region_count(2);
@@ -29,8 +27,10 @@ TEST_CASE("e2e gpu: a 2-region job with intra_region nccl trains on the GPU and 
   REQUIRE(st.state() == "succeeded");
   CHECK(st.round() == 3);
   CHECK(st.val_loss() > st.loss_floor());
-  CHECK(st.val_loss() < 5.0);  // below a uniform guess over 256 bytes (5.55 nats): it trained
-  for (const auto& r : c.Rounds(job)) CHECK(r.participants.size() == 2);  // each commit: both hashes agreed
+  const auto rounds = c.Rounds(job);
+  REQUIRE(rounds.size() == 3);
+  for (const auto& r : rounds) CHECK(r.participants.size() == 2);  // each commit: both hashes agreed
+  CHECK(rounds.back().loss < rounds.front().loss);                  // it trained
   REQUIRE(st.regions_size() == 2);
   const std::string metrics = HttpGet(c.ep.metrics);
   for (const auto& region : st.regions()) {
@@ -49,12 +49,11 @@ TEST_CASE("e2e gpu: a GPU region and a CPU region commit the same hashes, DiLoCo
           "[e2e][gpu]") {
   for (const std::string kind : {"diloco", "sync"}) {
     INFO("kind " << kind);
-    RealCluster c("e2e-gpu-mixed");
+    RealCluster c("e2e-gpu-mixed", {.gpus = true});
     c.StartOrchestrator();
-    c.StartAgent(kClusterRegions[0]);               // sees the GPU
-    ::setenv("CUDA_VISIBLE_DEVICES", "", 1);        // the next agent and its workers see none
+    c.StartAgent(kClusterRegions[0]);  // sees the GPU
+    c.options.gpus = false;            // the next agent and its workers see none
     c.StartAgent(kClusterRegions[1]);
-    ::unsetenv("CUDA_VISIBLE_DEVICES");
     v1::JobSpec spec = c.Spec(kind == "sync" ? 8 : 3, kind == "sync" ? 1 : 5);
     spec.clear_regions();
     spec.add_regions(kClusterRegions[0]);

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 
 #include "real_cluster.h"
 
@@ -19,7 +18,6 @@ const std::string kBin = LONGHAUL_BIN_DIR;
 }  // namespace
 
 TEST_CASE("e2e: a 3-region DiLoCo job on real agents and workers finishes", "[e2e]") {
-  ::setenv("CUDA_VISIBLE_DEVICES", "", 1);  // no worker sees a GPU, on a machine with one too
   RealCluster c("e2e-finish");
   c.StartOrchestrator();
   for (const auto& r : kClusterRegions) c.StartAgent(r);
@@ -44,8 +42,8 @@ TEST_CASE("e2e: a 3-region DiLoCo job on real agents and workers finishes", "[e2
        at = metrics.find("\nlonghaul_link_rtt_seconds{", at + 1))
     ++measured_links;
   CHECK(measured_links >= 3);  // every edge of the 3-region ring
-  // Each region's workers agreed on their collectives: Gloo (auto; no worker
-  // sees a CUDA device), with the reason, in status and /metrics.
+  // Each region's workers agreed on their collectives: Gloo (auto; RealCluster
+  // hides any GPU from them), with the reason, in status and /metrics.
   REQUIRE(st.regions_size() == 3);
   for (const auto& region : st.regions()) {
     INFO(region.region());
@@ -57,15 +55,14 @@ TEST_CASE("e2e: a 3-region DiLoCo job on real agents and workers finishes", "[e2
 }
 
 TEST_CASE("e2e: intra_region nccl is refused, naming the worker and what it lacks", "[e2e]") {
-  ::setenv("CUDA_VISIBLE_DEVICES", "", 1);  // as on a machine without a GPU
   RealCluster c("e2e-nccl");
   c.StartOrchestrator();
   for (const auto& r : kClusterRegions) c.StartAgent(r);
   v1::JobSpec spec = c.Spec(3, 5);
   spec.set_intra_region(v1::INTRA_REGION_NCCL);
   const std::string job = c.Submit(spec);
-  // No worker sees a CUDA device, so none can take part: the first region to
-  // try rejects the job, which fails saying why.
+  // No worker sees a CUDA device (RealCluster hides any), so none can take
+  // part: the first region to try rejects the job, which fails saying why.
   const v1::JobStatus st = c.WaitFor(job, JobDone, 120s);
   INFO("reason: " << st.reason() << " (logs in " << c.dir << ")");
   CHECK(st.state() == "failed");

@@ -62,6 +62,7 @@ void RealCluster::StartAgent(const std::string& region) {
   for (const auto& c : options.allow_commands)
     if (::access(c.c_str(), X_OK) == 0) argv.insert(argv.end(), {"--allow-command", c});
   for (const auto& d : options.allow_working_dirs) argv.insert(argv.end(), {"--allow-working-dir", d});
+  if (!options.gpus) argv.insert(argv.begin(), {"/usr/bin/env", "CUDA_VISIBLE_DEVICES="});
   if (networks) argv = networks->Inside(index, argv);
   // Appended: a restarted agent keeps the log of the one before it.
   REQUIRE(agents[region].Start(argv, {.log_path = (dir / (region + ".log")).string()}).ok());

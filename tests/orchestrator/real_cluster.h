@@ -37,6 +37,10 @@ struct RealClusterOptions {
                                              std::string(LONGHAUL_BIN_DIR) + "/builtin_twin_worker"};
   std::vector<std::string> allow_working_dirs = {std::string(LONGHAUL_SOURCE_DIR) + "/examples"};
   int workers = 1;                       // worker slots per agent
+  // Agents (and their workers) see the machine's GPUs. Off, they are started
+  // with CUDA_VISIBLE_DEVICES empty, so a test means the same on a machine
+  // with a GPU as on one without (regions on Gloo, the host trainer).
+  bool gpus = false;
   // Each region on a host of its own (root): a network namespace with its own
   // address, the orchestrator on the bridge that joins them (RegionNetworks).
   bool netns = false;

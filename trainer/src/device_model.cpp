@@ -37,6 +37,8 @@ struct DeviceByteLM::Impl {
   ~Impl() {
     if (handle) cublasDestroy(handle);
   }
+  // Every public call runs on this model's device, whatever the thread's current one.
+  Status Use() const { return CudaStatus(cudaSetDevice(device), "set device " + std::to_string(device)); }
   const float* at(const float* p, size_t tensor) const { return p + tensors[tensor].offset; }
   float* at(float* p, size_t tensor) const { return p + tensors[tensor].offset; }
   size_t ActivationOffset(int layer, int B) const {  // a[layer] inside `a`
@@ -158,6 +160,7 @@ float* DeviceByteLM::params() { return impl_->params.data(); }
 float* DeviceByteLM::gradient_and_loss() { return impl_->grad.data(); }
 
 Status DeviceByteLM::Upload(std::span<const float> host) {
+  LONGHAUL_RETURN_IF_ERROR(impl_->Use());
   if (host.size() != impl_->n)
     return InvalidArgument("device model upload: " + std::to_string(host.size()) + " floats, want " +
                            std::to_string(impl_->n));
@@ -166,6 +169,7 @@ Status DeviceByteLM::Upload(std::span<const float> host) {
 }
 
 Status DeviceByteLM::Download(std::span<float> host) const {
+  LONGHAUL_RETURN_IF_ERROR(impl_->Use());
   if (host.size() != impl_->n)
     return InvalidArgument("device model download: " + std::to_string(host.size()) + " floats, want " +
                            std::to_string(impl_->n));
@@ -174,9 +178,12 @@ Status DeviceByteLM::Download(std::span<float> host) const {
 }
 
 Status DeviceByteLM::ForwardBackward(const Batch& batch) {
+  LONGHAUL_RETURN_IF_ERROR(impl_->Use());
   LONGHAUL_RETURN_IF_ERROR(impl_->Prepare(batch));
   LONGHAUL_RETURN_IF_ERROR(impl_->Forward(impl_->params.data(), batch, /*keep_grad=*/true, impl_->grad.data() + impl_->n));
-  return impl_->Backward(batch);
+  LONGHAUL_RETURN_IF_ERROR(impl_->Backward(batch));
+  // A kernel that faulted says so here, under its own name, not at the next copy.
+  return CudaStatus(cudaStreamSynchronize(cudaStreamLegacy), "forward/backward kernels");
 }
 
 Result<float> DeviceByteLM::MeanLossWith(std::span<const float> host_params, std::span<const Batch> batches) {
@@ -184,6 +191,7 @@ Result<float> DeviceByteLM::MeanLossWith(std::span<const float> host_params, std
     return InvalidArgument("device model loss: " + std::to_string(host_params.size()) + " parameters, want " +
                            std::to_string(impl_->n));
   if (batches.empty()) return 0.0f;
+  LONGHAUL_RETURN_IF_ERROR(impl_->Use());
   LONGHAUL_RETURN_IF_ERROR(CudaStatus(cudaMemcpy(impl_->scratch_params.data(), host_params.data(),
                                                  host_params.size_bytes(), cudaMemcpyHostToDevice),
                                       "evaluated parameter upload"));

@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,12 +72,20 @@ Result<float> DeviceInnerTrainer::Step() {
 Result<float> DeviceInnerTrainer::ComputeGradients() {
   const Batch batch = data_.NextTrain(options_.batch_size, options_.model.context);
   const size_t n = model_->num_params();
-  LONGHAUL_RETURN_IF_ERROR(model_->ForwardBackward(batch).WithContext("forward/backward"));
+  float* grad = model_->gradient_and_loss();
+  if (Status computed = model_->ForwardBackward(batch); !computed.ok()) {
+    // The other ranks wait in the all-reduce (NCCL has no timeout of its own):
+    // join it with a NaN loss, so every rank's step fails alike, then say why.
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    if (cudaMemcpy(grad + n, &nan, sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess)
+      (void)group_.AllReduceMean({grad, n + 1});
+    return computed.WithContext("forward/backward");
+  }
   // Gradient and loss in one all-reduce, on device memory.
-  LONGHAUL_RETURN_IF_ERROR(group_.AllReduceMean({model_->gradient_and_loss(), n + 1}).WithContext("gradient all-reduce"));
+  LONGHAUL_RETURN_IF_ERROR(group_.AllReduceMean({grad, n + 1}).WithContext("gradient all-reduce"));
   float loss = 0;
-  LONGHAUL_RETURN_IF_ERROR(CudaStatus(
-      cudaMemcpy(&loss, model_->gradient_and_loss() + n, sizeof(float), cudaMemcpyDeviceToHost), "loss download"));
+  LONGHAUL_RETURN_IF_ERROR(
+      CudaStatus(cudaMemcpy(&loss, grad + n, sizeof(float), cudaMemcpyDeviceToHost), "loss download"));
   // Checked after the all-reduce: every rank sees the same mean and fails alike.
   LONGHAUL_RETURN_IF_ERROR(CheckTrainingLoss(loss, step_ + 1));
   tokens_ += static_cast<uint64_t>(options_.batch_size);
@@ -95,9 +104,11 @@ Status DeviceInnerTrainer::UploadGradient(std::span<const float> host) {
 
 Status DeviceInnerTrainer::ApplyGradients() {
   const math::AdamWScalars s = AdamWStepScalars(options_.adamw, step_ + 1);
+  LONGHAUL_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(model_->device()), "set device"));
   LONGHAUL_RETURN_IF_ERROR(KernelStatus(cuda_detail::AdamWStep(model_->params(), model_->gradient_and_loss(),
                                                               moments_->m.data(), moments_->v.data(),
                                                               model_->num_params(), s)));
+  LONGHAUL_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(cudaStreamLegacy), "adamw kernel"));
   ++step_;
   return Status::Ok();
 }

@@ -1,6 +1,10 @@
 #include "longhaul/trainer/intra_region_backend.h"
 
+#include <unistd.h>
+
+#include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -19,24 +23,34 @@ std::optional<std::string> WhyNotNccl(std::span<const WorkerFacts> facts) {
     if (facts[r].cuda_devices <= 0) return who + " sees no CUDA device";
     if (!facts[r].parameters_on_device) return who + "'s program keeps its parameters in host memory";
   }
+  for (size_t r = 0; r < facts.size(); ++r) {
+    const int device = DeviceOfRank(facts, static_cast<int>(r));
+    if (device >= facts[r].cuda_devices)
+      return "worker rank " + std::to_string(r) + " would share a CUDA device: host " + facts[r].host + " runs " +
+             std::to_string(device + 1) + " or more of the region's workers and they see " +
+             std::to_string(facts[r].cuda_devices);
+  }
   return std::nullopt;
 }
 
-// The facts as the store carries them: three decimal fields.
+// The facts as the store carries them: three decimal fields and the host.
 std::string Encode(const WorkerFacts& f) {
-  return std::to_string(f.cuda_devices) + " " + (f.nccl_built ? "1" : "0") + " " + (f.parameters_on_device ? "1" : "0");
+  return std::to_string(f.cuda_devices) + " " + (f.nccl_built ? "1" : "0") + " " + (f.parameters_on_device ? "1" : "0") +
+         " " + f.host;
 }
 
 std::optional<WorkerFacts> Decode(const std::vector<char>& bytes) {
   const std::string text(bytes.begin(), bytes.end());
   WorkerFacts f;
   int built = -1, on_device = -1, used = 0;
-  if (std::sscanf(text.c_str(), "%d %d %d%n", &f.cuda_devices, &built, &on_device, &used) != 3 ||
+  char host[256] = {};
+  if (std::sscanf(text.c_str(), "%d %d %d %255s%n", &f.cuda_devices, &built, &on_device, host, &used) != 4 ||
       static_cast<size_t>(used) != text.size() || f.cuda_devices < 0 || (built != 0 && built != 1) ||
       (on_device != 0 && on_device != 1))
     return std::nullopt;
   f.nccl_built = built == 1;
   f.parameters_on_device = on_device == 1;
+  f.host = host;
   return f;
 }
 
@@ -55,9 +69,20 @@ Result<BackendChoice> ChooseIntraRegionBackend(IntraRegionSetting setting, std::
   return BackendChoice{IntraRegionBackend::kGloo, "auto: not nccl, " + *why_not};
 }
 
+int DeviceOfRank(std::span<const WorkerFacts> facts, int rank) {
+  int before = 0;
+  for (int r = 0; r < rank && r < static_cast<int>(facts.size()); ++r) before += facts[r].host == facts[rank].host;
+  return before;
+}
+
 WorkerFacts LocalWorkerFacts(bool parameters_on_device) {
   WorkerFacts f;
   f.parameters_on_device = parameters_on_device;
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') std::strcpy(host, "localhost");
+  for (char* c = host; *c != '\0'; ++c)
+    if (std::isspace(static_cast<unsigned char>(*c))) *c = '_';  // the store's format separates fields by spaces
+  f.host = host;
 #ifdef LONGHAUL_HAVE_CUDA
   f.nccl_built = true;
   int devices = 0;
@@ -87,7 +112,9 @@ Result<BackendChoice> AgreeIntraRegionBackend(RendezvousStore& store, const std:
     if (!decoded) return DataLoss("intra_region: " + key(r) + " is not '<devices> <nccl 0|1> <on device 0|1>'");
     facts[r] = *decoded;
   }
-  return ChooseIntraRegionBackend(setting, facts);
+  LONGHAUL_ASSIGN_OR_RETURN(BackendChoice choice, ChooseIntraRegionBackend(setting, facts));
+  if (choice.backend == IntraRegionBackend::kNccl) choice.device = DeviceOfRank(facts, rank);
+  return choice;
 }
 
 }  // namespace longhaul::trainer

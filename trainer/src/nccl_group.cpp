@@ -107,8 +107,11 @@ Result<std::unique_ptr<IntraRegionGroup>> MakeNcclGroup(const NcclGroupOptions& 
   LONGHAUL_RETURN_IF_ERROR(options.Validate());
   cudaError_t e = cudaSetDevice(options.device);
   if (e != cudaSuccess) return CudaError("set device", e);
+  // A blocking stream: each collective starts after the work its caller queued
+  // on the legacy default stream (the device model's kernels and cuBLAS calls
+  // that wrote the buffer), with no event to record.
   cudaStream_t stream = nullptr;
-  if ((e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) != cudaSuccess)
+  if ((e = cudaStreamCreateWithFlags(&stream, cudaStreamDefault)) != cudaSuccess)
     return CudaError("create stream", e);
   float* scratch = nullptr;
   if ((e = cudaMalloc(&scratch, sizeof(float))) != cudaSuccess) {

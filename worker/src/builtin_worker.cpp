@@ -72,7 +72,7 @@ int RunOnDevice(session::Session& s, const session::SessionOptions& options, con
       LONGHAUL_RETURN_IF_ERROR(trainer.UploadGradient(grad));
     }
     LONGHAUL_RETURN_IF_ERROR(trainer.ApplyGradients());
-    LONGHAUL_RETURN_IF_ERROR(adam.failure());
+    LONGHAUL_RETURN_IF_ERROR(adam.TakeFailure());
     *tokens = trainer.tokens() - tokens0;
     return loss;
   });

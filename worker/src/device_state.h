@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <iostream>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "longhaul/trainer/device_trainer.h"
@@ -35,8 +36,9 @@ class DeviceAdamWState final : public InnerState {
   explicit DeviceAdamWState(trainer::DeviceInnerTrainer& trainer)
       : trainer_(trainer), m_(trainer.model().num_params()), v_(m_.size()), saved_m_(m_.size()), saved_v_(m_.size()) {}
   void Save() override {
-    Report(trainer_.DownloadMoments(saved_m_, saved_v_), "saving");
-    saved_step_ = trainer_.optimizer_step();
+    const Status saved = trainer_.DownloadMoments(saved_m_, saved_v_);
+    Report(saved, "saving");
+    if (saved.ok()) saved_step_ = trainer_.optimizer_step();
   }
   void Restore() override {
     Report(trainer_.UploadMoments(saved_m_, saved_v_), "restoring");
@@ -50,9 +52,9 @@ class DeviceAdamWState final : public InnerState {
     return {m_, v_};
   }
   void SharedStateWritten() override { Report(trainer_.UploadMoments(m_, v_), "writing"); }
-  // The first failed copy (InnerState's calls return nothing): the worker
-  // fails its step with it.
-  const Status& failure() const { return failure_; }
+  // The first failed copy since the last call (InnerState's calls return
+  // nothing): the worker fails its step with it.
+  Status TakeFailure() { return std::exchange(failure_, Status::Ok()); }
 
  private:
   void Report(const Status& s, const char* what) {

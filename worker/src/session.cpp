@@ -30,21 +30,17 @@ using SteadyClock = std::chrono::steady_clock;
 Deadline Later() { return DeadlineAfter(std::chrono::hours(1)); }
 
 // The region's NCCL group (the id through the launch's store), each worker on
-// the GPU rank % devices: a region's workers on one machine take one GPU each,
-// a worker that sees one GPU (Slurm's binding) takes that one.
+// the device the agreement gave it (one per worker of a machine).
 Result<std::unique_ptr<trainer::IntraRegionGroup>> MakeDeviceGroup(trainer::RendezvousStore& store,
                                                                   const std::string& job_id,
                                                                   const SessionOptions& options, int workers,
-                                                                  int* device) {
+                                                                  int device) {
 #ifdef LONGHAUL_HAVE_CUDA
-  const int devices = trainer::LocalWorkerFacts(true).cuda_devices;
-  if (devices < 1) return FailedPrecondition("intra-region group: nccl chosen, but this worker sees no CUDA device");
-  *device = options.rank % devices;
   LONGHAUL_ASSIGN_OR_RETURN(
       std::vector<uint8_t> id,
       trainer::ShareNcclUniqueId(store, job_id, options.rank, options.collective_timeout));
-  auto group = trainer::MakeNcclGroup({std::move(id), options.rank, workers, *device});
-  if (!group.ok()) return group.status().WithContext("intra-region nccl group on cuda device " + std::to_string(*device));
+  auto group = trainer::MakeNcclGroup({std::move(id), options.rank, workers, device});
+  if (!group.ok()) return group.status().WithContext("intra-region nccl group on cuda device " + std::to_string(device));
   return std::move(*group);
 #else
   (void)store, (void)job_id, (void)options, (void)workers, (void)device;
@@ -110,9 +106,9 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
               << (choice->backend == trainer::IntraRegionBackend::kNccl ? "nccl" : "gloo") << " (" << choice->reason
               << ")\n";
     if (choice->backend == trainer::IntraRegionBackend::kNccl) {
-      LONGHAUL_ASSIGN_OR_RETURN(c.device_group,
-                                MakeDeviceGroup(*launch.store, config.job_id, options, static_cast<int>(config.workers),
-                                                &c.device));
+      c.device = choice->device;
+      LONGHAUL_ASSIGN_OR_RETURN(c.device_group, MakeDeviceGroup(*launch.store, config.job_id, options,
+                                                                static_cast<int>(config.workers), c.device));
     }
     c.intra_region = std::move(*choice);
     trainer::GlooGroupOptions gloo;

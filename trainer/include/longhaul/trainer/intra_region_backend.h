@@ -3,9 +3,11 @@
 // of the region has.
 //
 //   gloo  Gloo over TCP, always possible.
-//   nccl  NCCL on the workers' GPUs; refused, naming the reason, when this build
-//         has no NCCL, when a worker sees no CUDA device, or when the program's
-//         parameters are in host memory (NCCL's collectives take device buffers).
+//   nccl  NCCL on the workers' GPUs, one each; refused, naming the reason, when
+//         this build has no NCCL, when a worker sees no CUDA device, when a
+//         machine runs more of the region's workers than it has devices (NCCL
+//         refuses two ranks on one GPU), or when the program's parameters are in
+//         host memory (NCCL's collectives take device buffers).
 //   auto  NCCL when nccl would be accepted, else Gloo with nccl's reason.
 //
 // The decision is a pure function of every rank's facts, so the workers agree
@@ -31,12 +33,18 @@ struct WorkerFacts {
   int cuda_devices = 0;            // CUDA devices this worker's process sees
   bool nccl_built = false;         // this binary was built with CUDA and NCCL
   bool parameters_on_device = false;  // its program keeps parameters and gradients in device memory
+  std::string host;                // its machine (the hostname; no whitespace): ranks on one share its devices
 };
 
 struct BackendChoice {
   IntraRegionBackend backend = IntraRegionBackend::kGloo;
   std::string reason;  // why this backend, for logs, status and metrics
+  int device = -1;     // nccl, from AgreeIntraRegionBackend: this rank's CUDA device
 };
+
+// The CUDA device of rank `rank` under nccl: its index among the region's ranks
+// on its machine (ranks in order), so the workers of a machine take one each.
+int DeviceOfRank(std::span<const WorkerFacts> facts, int rank);
 
 // facts[r] is rank r's. kFailedPrecondition when the setting is nccl and a rank
 // cannot take part (the message names the rank and what it lacks);
@@ -44,12 +52,14 @@ struct BackendChoice {
 Result<BackendChoice> ChooseIntraRegionBackend(IntraRegionSetting setting, std::span<const WorkerFacts> facts);
 
 // This process's facts: devices from the CUDA runtime (0 without CUDA or a
-// driver), nccl_built from the build; parameters_on_device as the caller says.
+// driver), nccl_built from the build, host from gethostname;
+// parameters_on_device as the caller says.
 WorkerFacts LocalWorkerFacts(bool parameters_on_device);
 
 // Every rank sets its facts under "<prefix>/worker-facts/<rank>", reads every
 // other rank's (waiting up to `timeout` for each) and returns the choice, the
-// same on every rank. Errors name the rank whose facts were missing or malformed.
+// same on every rank but for its device (nccl: DeviceOfRank). Errors name the
+// rank whose facts were missing or malformed.
 Result<BackendChoice> AgreeIntraRegionBackend(RendezvousStore& store, const std::string& prefix, int rank, int size,
                                               IntraRegionSetting setting, const WorkerFacts& mine,
                                               std::chrono::milliseconds timeout);

@@ -4,8 +4,10 @@
 // the region's rendezvous store as the Gloo group meets (ShareNcclUniqueId: the
 // agent's LaunchStore for its workers, on any node); each worker then calls
 // MakeNcclGroup with the 128 bytes and its rank. All spans passed to the group's collectives must point to DEVICE memory on
-// `device`; each call is enqueued on the group's stream and waited for before it
-// returns, so the results are ready when it does. AllReduceMean uses ncclAvg.
+// `device`; each call is enqueued on the group's stream, a blocking one (it
+// starts after the work queued before it on the legacy default stream, where
+// the caller's kernels wrote the buffer), and waited for before it returns, so
+// the results are ready when it does. AllReduceMean uses ncclAvg.
 #pragma once
 
 #ifdef LONGHAUL_HAVE_CUDA
