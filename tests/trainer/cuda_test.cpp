@@ -29,8 +29,11 @@ TEST_CASE("trainer: nccl unique id is 128 bytes and bad group options are reject
   o.rank = 1;
   o.size = 1;
   CHECK(MakeNcclGroup(o).status().code() == StatusCode::kInvalidArgument);
-  o.unique_id.resize(3);
   o.rank = 0;
+  o.timeout = std::chrono::milliseconds(0);
+  CHECK(MakeNcclGroup(o).status().message().find("timeout") != std::string::npos);
+  o.timeout = std::chrono::milliseconds(1000);
+  o.unique_id.resize(3);
   CHECK(MakeNcclGroup(o).status().message().find("unique_id") != std::string::npos);
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -200,4 +201,20 @@ TEST_CASE("trainer: the device trainer follows the host trainer and repeats itse
   }
   CHECK(diff <= 1e-3 * scale);
   CHECK(finals[0] == finals[1]);  // deterministic on one GPU
+}
+
+TEST_CASE("trainer: an NCCL group whose peer never joins gives up at its timeout instead of waiting for ever",
+          "[trainer][gpu]") {
+  auto id = NewNcclUniqueId();
+  REQUIRE(id.ok());
+  NcclGroupOptions o{*id, 0, 2, 0};  // rank 1 never comes
+  o.timeout = std::chrono::milliseconds(1500);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto group = MakeNcclGroup(o);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE_FALSE(group.ok());
+  CHECK(group.status().code() == StatusCode::kDeadlineExceeded);
+  CHECK(group.status().message().find("rank 0 of 2") != std::string::npos);
+  CHECK(waited >= 1.4);
+  CHECK(waited < 30);
 }

@@ -4,7 +4,9 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <string>
 
 namespace longhaul::trainer {
@@ -17,14 +19,46 @@ Status CudaError(const char* what, cudaError_t e) {
   return Unavailable(std::string("cuda ") + what + ": " + cudaGetErrorString(e));
 }
 
+using Clock = std::chrono::steady_clock;
+
+// Waits for a non-blocking communicator's pending work: until its async state
+// leaves ncclInProgress and (with a stream) the stream is idle. kDeadlineExceeded
+// past `deadline`, an NCCL or CUDA error as soon as one shows; the caller aborts
+// the communicator on any failure.
+Status AwaitComm(ncclComm_t comm, cudaStream_t stream, Clock::time_point deadline, const std::string& what) {
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t got = ncclCommGetAsyncError(comm, &state);
+    if (got != ncclSuccess) return NcclError(what.c_str(), got);
+    if (state != ncclSuccess && state != ncclInProgress) return NcclError(what.c_str(), state);
+    if (state == ncclSuccess) {
+      if (stream == nullptr) return Status::Ok();
+      const cudaError_t q = cudaStreamQuery(stream);
+      if (q == cudaSuccess) return Status::Ok();
+      if (q != cudaErrorNotReady) return CudaError(what.c_str(), q);
+    }
+    if (Clock::now() >= deadline)
+      return DeadlineExceeded("nccl " + what + ": not done in time (a peer gone or stuck?)");
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
 class NcclGroup final : public IntraRegionGroup {
  public:
-  NcclGroup(ncclComm_t comm, cudaStream_t stream, int rank, int size, int device, float* scratch)
-      : comm_(comm), stream_(stream), rank_(rank), size_(size), device_(device), scratch_(scratch) {}
+  NcclGroup(ncclComm_t comm, cudaStream_t stream, int rank, int size, int device, float* scratch,
+            std::chrono::milliseconds timeout)
+      : comm_(comm), stream_(stream), rank_(rank), size_(size), device_(device), scratch_(scratch), timeout_(timeout) {}
   ~NcclGroup() override {
     cudaSetDevice(device_);
+    if (comm_ != nullptr) {
+      // A non-blocking communicator finishes its work before it is destroyed;
+      // one that cannot within the timeout is aborted.
+      const ncclResult_t r = ncclCommFinalize(comm_);
+      const bool finished = (r == ncclSuccess || r == ncclInProgress) &&
+                            AwaitComm(comm_, nullptr, Clock::now() + timeout_, "comm finalize").ok();
+      finished ? ncclCommDestroy(comm_) : ncclCommAbort(comm_);
+    }
     cudaFree(scratch_);
-    ncclCommDestroy(comm_);
     cudaStreamDestroy(stream_);
   }
   int rank() const override { return rank_; }
@@ -32,6 +66,7 @@ class NcclGroup final : public IntraRegionGroup {
 
   Status AllReduceMean(std::span<float> data) override {
     if (data.empty()) return Status::Ok();
+    LONGHAUL_RETURN_IF_ERROR(Usable());
     return Run("all-reduce", ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat,
                                            ncclAvg, comm_, stream_));
   }
@@ -40,29 +75,43 @@ class NcclGroup final : public IntraRegionGroup {
       return InvalidArgument("all-gather: output has " + std::to_string(all.size()) +
                              " floats, want " + std::to_string(mine.size()) + " x " + std::to_string(size_));
     if (mine.empty()) return Status::Ok();
+    LONGHAUL_RETURN_IF_ERROR(Usable());
     return Run("all-gather", ncclAllGather(mine.data(), all.data(), mine.size(), ncclFloat, comm_, stream_));
   }
   Status Broadcast(std::span<float> data, int root) override {
     if (root < 0 || root >= size_)
       return InvalidArgument("broadcast: root " + std::to_string(root) + " not in a group of " + std::to_string(size_));
     if (data.empty()) return Status::Ok();
+    LONGHAUL_RETURN_IF_ERROR(Usable());
     return Run("broadcast", ncclBroadcast(data.data(), data.data(), data.size(), ncclFloat, root, comm_, stream_));
   }
   Status Barrier() override {
+    LONGHAUL_RETURN_IF_ERROR(Usable());
     return Run("barrier", ncclAllReduce(scratch_, scratch_, 1, ncclFloat, ncclSum, comm_, stream_));
   }
 
  private:
+  Status Usable() const {
+    if (comm_ != nullptr) return Status::Ok();
+    return FailedPrecondition("nccl group: aborted after an earlier failure (build a new one)");
+  }
+  // The collective's enqueue result, then its completion within the timeout;
+  // on any failure the communicator is aborted, so no rank waits for ever.
   Status Run(const char* what, ncclResult_t r) {
-    if (r != ncclSuccess) return NcclError(what, r);
-    const cudaError_t e = cudaStreamSynchronize(stream_);
-    if (e != cudaSuccess) return CudaError(what, e);
-    return Status::Ok();
+    Status s = r == ncclSuccess || r == ncclInProgress
+                   ? AwaitComm(comm_, stream_, Clock::now() + timeout_, what)
+                   : NcclError(what, r);
+    if (!s.ok()) {
+      ncclCommAbort(comm_);
+      comm_ = nullptr;
+    }
+    return s;
   }
   ncclComm_t comm_;
   cudaStream_t stream_;
   int rank_, size_, device_;
   float* scratch_;
+  std::chrono::milliseconds timeout_;
 };
 
 }  // namespace
@@ -100,6 +149,8 @@ Status NcclGroupOptions::Validate() const {
   if (rank < 0 || rank >= size)
     return InvalidArgument("nccl group: 'rank' must be in [0, " + std::to_string(size) + "), got " + std::to_string(rank));
   if (device < 0) return InvalidArgument("nccl group: 'device' must be >= 0, got " + std::to_string(device));
+  if (timeout.count() <= 0)
+    return InvalidArgument("nccl group: 'timeout' must be > 0 ms, got " + std::to_string(timeout.count()));
   return Status::Ok();
 }
 
@@ -120,15 +171,25 @@ Result<std::unique_ptr<IntraRegionGroup>> MakeNcclGroup(const NcclGroupOptions& 
   }
   ncclUniqueId id;
   std::memcpy(id.internal, options.unique_id.data(), NCCL_UNIQUE_ID_BYTES);
+  // Non-blocking: the group's own waits are bounded by options.timeout (a
+  // blocking communicator waits for a missing peer for ever).
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
   ncclComm_t comm = nullptr;
-  const ncclResult_t r = ncclCommInitRank(&comm, options.size, id, options.rank);
-  if (r != ncclSuccess) {
+  const ncclResult_t r = ncclCommInitRankConfig(&comm, options.size, id, options.rank, &config);
+  Status joined = r == ncclSuccess || r == ncclInProgress
+                      ? AwaitComm(comm, nullptr, Clock::now() + options.timeout,
+                                  "comm init of rank " + std::to_string(options.rank) + " of " +
+                                      std::to_string(options.size))
+                      : NcclError("comm init rank", r);
+  if (!joined.ok()) {
+    if (comm != nullptr) ncclCommAbort(comm);
     cudaFree(scratch);
     cudaStreamDestroy(stream);
-    return NcclError("comm init rank", r);
+    return joined;
   }
   return std::unique_ptr<IntraRegionGroup>(
-      new NcclGroup(comm, stream, options.rank, options.size, options.device, scratch));
+      new NcclGroup(comm, stream, options.rank, options.size, options.device, scratch, options.timeout));
 }
 
 }  // namespace longhaul::trainer

@@ -39,7 +39,7 @@ Result<std::unique_ptr<trainer::IntraRegionGroup>> MakeDeviceGroup(trainer::Rend
   LONGHAUL_ASSIGN_OR_RETURN(
       std::vector<uint8_t> id,
       trainer::ShareNcclUniqueId(store, job_id, options.rank, options.collective_timeout));
-  auto group = trainer::MakeNcclGroup({std::move(id), options.rank, workers, device});
+  auto group = trainer::MakeNcclGroup({std::move(id), options.rank, workers, device, options.collective_timeout});
   if (!group.ok()) return group.status().WithContext("intra-region nccl group on cuda device " + std::to_string(device));
   return std::move(*group);
 #else

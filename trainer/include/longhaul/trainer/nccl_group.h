@@ -36,10 +36,15 @@ struct NcclGroupOptions {
   int rank = 0;
   int size = 1;
   int device = 0;                  // CUDA device ordinal of this worker
+  // Bounds the rendezvous and each collective: past it the communicator is
+  // aborted (kDeadlineExceeded) and the group unusable, as a Gloo group's
+  // timeout leaves it, instead of a rank waiting for ever on a peer gone.
+  std::chrono::milliseconds timeout{30000};
   Status Validate() const;
 };
 
-// kUnavailable when CUDA/NCCL cannot initialise (no driver, no GPU, peers missing).
+// kUnavailable when CUDA/NCCL cannot initialise (no driver, no GPU);
+// kDeadlineExceeded when the peers did not all join within options.timeout.
 Result<std::unique_ptr<IntraRegionGroup>> MakeNcclGroup(const NcclGroupOptions& options);
 
 }  // namespace longhaul::trainer
