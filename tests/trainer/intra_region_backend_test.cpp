@@ -11,12 +11,11 @@ using namespace longhaul;
 using namespace longhaul::trainer;
 
 namespace {
-const WorkerFacts kGpu{1, true, true, "gpu-host"};  // a device, NCCL, parameters on it
-const WorkerFacts kNoDevice{0, true, true, "cpu-host"};
-const WorkerFacts kHostParameters{8, true, false, "big-host"};
-const WorkerFacts kNoNccl{2, false, true, "old-host"};
-// kGpu's facts on machine `host`.
-WorkerFacts GpuOn(const std::string& host, int devices = 1) { return {devices, true, true, host}; }
+const WorkerFacts kNoDevice{0, true, true, "cpu-host", {}};
+const WorkerFacts kHostParameters{8, true, false, "big-host", {}};
+const WorkerFacts kNoNccl{2, false, true, "old-host", {}};
+// A worker with `devices` CUDA devices, NCCL and its parameters on them, on machine `host`.
+WorkerFacts GpuOn(const std::string& host, int devices = 1) { return {devices, true, true, host, {}}; }
 }  // namespace
 
 TEST_CASE("intra_region: auto is nccl only when every worker can take part, else gloo with the reason", "[trainer]") {
@@ -73,10 +72,23 @@ TEST_CASE("intra_region: the workers of one machine take a GPU each, and nccl ne
   REQUIRE(fallback.ok());
   CHECK(fallback->backend == IntraRegionBackend::kGloo);
   CHECK(fallback->reason ==
-        "auto: not nccl, worker rank 1 would share a CUDA device: host a runs 2 or more of the region's workers "
-        "and they see 1");
+        "auto: not nccl, worker rank 1 would share a CUDA device: lower ranks of the region took the 1 it sees on "
+        "host a");
+  CHECK(DeviceOfRank(shared, 1) == -1);
   CHECK(ChooseIntraRegionBackend(IntraRegionSetting::kNccl, shared).status().code() ==
         StatusCode::kFailedPrecondition);
+  // Slurm's GPU binding: two tasks on one machine each see only their own GPU,
+  // as ordinal 0; their UUIDs tell them apart.
+  const std::vector<WorkerFacts> bound{{1, true, true, "node1", {"GPU-aa"}}, {1, true, true, "node1", {"GPU-bb"}}};
+  auto slurm = ChooseIntraRegionBackend(IntraRegionSetting::kAuto, bound);
+  REQUIRE(slurm.ok());
+  CHECK(slurm->backend == IntraRegionBackend::kNccl);
+  CHECK(DeviceOfRank(bound, 0) == 0);
+  CHECK(DeviceOfRank(bound, 1) == 0);
+  // Without the binding both see both: the second takes the second.
+  const std::vector<WorkerFacts> unbound{{2, true, true, "node1", {"GPU-aa", "GPU-bb"}},
+                                         {2, true, true, "node1", {"GPU-aa", "GPU-bb"}}};
+  CHECK(DeviceOfRank(unbound, 1) == 1);
 }
 
 TEST_CASE("intra_region: this process's facts match its build", "[trainer]") {
@@ -84,6 +96,7 @@ TEST_CASE("intra_region: this process's facts match its build", "[trainer]") {
   CHECK_FALSE(f.parameters_on_device);
   CHECK_FALSE(f.host.empty());
   CHECK(f.host.find(' ') == std::string::npos);
+  CHECK((f.gpus.empty() || f.gpus.size() == static_cast<size_t>(f.cuda_devices)));
 #ifdef LONGHAUL_HAVE_CUDA
   CHECK(f.nccl_built);
 #else
@@ -114,7 +127,8 @@ TEST_CASE("intra_region: every rank reaches the same choice through the store, a
   }
   // Where they agree on nccl, each rank learns its own device (through the store: hosts included).
   auto gpu_store = MakeInProcessRendezvousStore();
-  const std::vector<WorkerFacts> two_gpus{GpuOn("a", 2), GpuOn("a", 2)};
+  const std::vector<WorkerFacts> two_gpus{{2, true, true, "a", {"GPU-01", "GPU-02"}},
+                                          {2, true, true, "a", {"GPU-01", "GPU-02"}}};
   std::vector<Result<BackendChoice>> nccl(2, Unavailable("not run"));
   ranks.clear();
   for (int rank = 0; rank < 2; ++rank) {
@@ -131,15 +145,20 @@ TEST_CASE("intra_region: every rank reaches the same choice through the store, a
   }
 
   auto lonely = MakeInProcessRendezvousStore();
-  auto missing = AgreeIntraRegionBackend(*lonely, "job4", 0, 2, IntraRegionSetting::kAuto, kGpu,
+  auto missing = AgreeIntraRegionBackend(*lonely, "job4", 0, 2, IntraRegionSetting::kAuto, GpuOn("h"),
                                          std::chrono::milliseconds(50));
   CHECK(missing.status().code() == StatusCode::kDeadlineExceeded);
   CHECK(missing.status().message().find("worker rank 1's facts") != std::string::npos);
   REQUIRE(lonely->Set("job5/worker-facts/1", {'1', ' ', '2'}).ok());
-  auto bad = AgreeIntraRegionBackend(*lonely, "job5", 0, 2, IntraRegionSetting::kAuto, kGpu, std::chrono::seconds(1));
+  const std::string wrong_count = "2 1 1 host GPU-01";  // two devices, one id
+  REQUIRE(lonely->Set("job8/worker-facts/1", std::vector<char>(wrong_count.begin(), wrong_count.end())).ok());
+  CHECK(AgreeIntraRegionBackend(*lonely, "job8", 0, 2, IntraRegionSetting::kAuto, GpuOn("h"), std::chrono::seconds(1))
+            .status()
+            .code() == StatusCode::kDataLoss);
+  auto bad = AgreeIntraRegionBackend(*lonely, "job5", 0, 2, IntraRegionSetting::kAuto, GpuOn("h"), std::chrono::seconds(1));
   CHECK(bad.status().code() == StatusCode::kDataLoss);
   CHECK(bad.status().message().find("job5/worker-facts/1") != std::string::npos);
-  CHECK(AgreeIntraRegionBackend(*lonely, "job6", 2, 2, IntraRegionSetting::kAuto, kGpu, std::chrono::seconds(1))
+  CHECK(AgreeIntraRegionBackend(*lonely, "job6", 2, 2, IntraRegionSetting::kAuto, GpuOn("h"), std::chrono::seconds(1))
             .status()
             .code() == StatusCode::kInvalidArgument);
 }

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <set>
+#include <string>
 #include <vector>
 
 #ifdef LONGHAUL_HAVE_CUDA
@@ -24,33 +26,53 @@ std::optional<std::string> WhyNotNccl(std::span<const WorkerFacts> facts) {
     if (!facts[r].parameters_on_device) return who + "'s program keeps its parameters in host memory";
   }
   for (size_t r = 0; r < facts.size(); ++r) {
-    const int device = DeviceOfRank(facts, static_cast<int>(r));
-    if (device >= facts[r].cuda_devices)
-      return "worker rank " + std::to_string(r) + " would share a CUDA device: host " + facts[r].host + " runs " +
-             std::to_string(device + 1) + " or more of the region's workers and they see " +
-             std::to_string(facts[r].cuda_devices);
+    if (DeviceOfRank(facts, static_cast<int>(r)) < 0)
+      return "worker rank " + std::to_string(r) + " would share a CUDA device: lower ranks of the region took the " +
+             std::to_string(facts[r].cuda_devices) + " it sees on host " + facts[r].host;
   }
   return std::nullopt;
 }
 
-// The facts as the store carries them: three decimal fields and the host.
+// Device `i` of a rank, as the ranks tell devices apart.
+std::string GpuId(const WorkerFacts& f, int i) {
+  return static_cast<size_t>(i) < f.gpus.size() ? f.gpus[i] : f.host + "#" + std::to_string(i);
+}
+
+// The facts as the store carries them: three decimal fields, the host and the
+// devices' ids separated by commas ("-" for none).
 std::string Encode(const WorkerFacts& f) {
+  std::string ids;
+  for (const std::string& id : f.gpus) ids += (ids.empty() ? "" : ",") + id;
   return std::to_string(f.cuda_devices) + " " + (f.nccl_built ? "1" : "0") + " " + (f.parameters_on_device ? "1" : "0") +
-         " " + f.host;
+         " " + f.host + " " + (ids.empty() ? "-" : ids);
 }
 
 std::optional<WorkerFacts> Decode(const std::vector<char>& bytes) {
   const std::string text(bytes.begin(), bytes.end());
   WorkerFacts f;
   int built = -1, on_device = -1, used = 0;
-  char host[256] = {};
-  if (std::sscanf(text.c_str(), "%d %d %d %255s%n", &f.cuda_devices, &built, &on_device, host, &used) != 4 ||
+  char host[256] = {}, ids[4096] = {};
+  if (std::sscanf(text.c_str(), "%d %d %d %255s %4095s%n", &f.cuda_devices, &built, &on_device, host, ids, &used) != 5 ||
       static_cast<size_t>(used) != text.size() || f.cuda_devices < 0 || (built != 0 && built != 1) ||
       (on_device != 0 && on_device != 1))
     return std::nullopt;
   f.nccl_built = built == 1;
   f.parameters_on_device = on_device == 1;
   f.host = host;
+  if (std::string(ids) != "-") {
+    std::string id;
+    for (const char* c = ids;; ++c) {
+      if (*c == ',' || *c == '\0') {
+        if (id.empty()) return std::nullopt;
+        f.gpus.push_back(std::move(id));
+        id.clear();
+        if (*c == '\0') break;
+      } else {
+        id += *c;
+      }
+    }
+    if (f.gpus.size() != static_cast<size_t>(f.cuda_devices)) return std::nullopt;
+  }
   return f;
 }
 
@@ -70,9 +92,14 @@ Result<BackendChoice> ChooseIntraRegionBackend(IntraRegionSetting setting, std::
 }
 
 int DeviceOfRank(std::span<const WorkerFacts> facts, int rank) {
-  int before = 0;
-  for (int r = 0; r < rank && r < static_cast<int>(facts.size()); ++r) before += facts[r].host == facts[rank].host;
-  return before;
+  std::set<std::string> taken;
+  int device = -1;
+  for (int r = 0; r <= rank && r < static_cast<int>(facts.size()); ++r) {
+    device = -1;
+    for (int i = 0; i < facts[r].cuda_devices && device < 0; ++i)
+      if (taken.insert(GpuId(facts[r], i)).second) device = i;
+  }
+  return device;
 }
 
 WorkerFacts LocalWorkerFacts(bool parameters_on_device) {
@@ -86,8 +113,23 @@ WorkerFacts LocalWorkerFacts(bool parameters_on_device) {
 #ifdef LONGHAUL_HAVE_CUDA
   f.nccl_built = true;
   int devices = 0;
-  if (cudaGetDeviceCount(&devices) == cudaSuccess) f.cuda_devices = devices;
-  else cudaGetLastError();  // clears the sticky error of a machine without a driver
+  if (cudaGetDeviceCount(&devices) == cudaSuccess) {
+    f.cuda_devices = devices;
+    for (int i = 0; i < devices; ++i) {
+      cudaDeviceProp prop{};
+      if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) {
+        f.gpus.clear();  // unknown: ordinals stand for them
+        cudaGetLastError();
+        break;
+      }
+      char hex[40] = "GPU-";
+      for (int b = 0; b < 16; ++b)
+        std::snprintf(hex + 4 + 2 * b, 3, "%02x", static_cast<unsigned char>(prop.uuid.bytes[b]));
+      f.gpus.emplace_back(hex);
+    }
+  } else {
+    cudaGetLastError();  // clears the sticky error of a machine without a driver
+  }
 #endif
   return f;
 }

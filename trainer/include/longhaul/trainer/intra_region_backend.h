@@ -18,6 +18,7 @@
 #include <chrono>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "longhaul/common/status.h"
 #include "longhaul/trainer/intra_region.h"
@@ -33,7 +34,12 @@ struct WorkerFacts {
   int cuda_devices = 0;            // CUDA devices this worker's process sees
   bool nccl_built = false;         // this binary was built with CUDA and NCCL
   bool parameters_on_device = false;  // its program keeps parameters and gradients in device memory
-  std::string host;                // its machine (the hostname; no whitespace): ranks on one share its devices
+  std::string host;                // its machine (the hostname; no whitespace)
+  // The UUIDs of those devices in ordinal order (no whitespace or commas); empty
+  // where unknown, then "<host>#<ordinal>" stands for each. Two ranks that see
+  // the same device must not both use it: under Slurm's GPU binding each task
+  // sees its own device as ordinal 0, without it every task sees all of them.
+  std::vector<std::string> gpus;
 };
 
 struct BackendChoice {
@@ -42,8 +48,9 @@ struct BackendChoice {
   int device = -1;     // nccl, from AgreeIntraRegionBackend: this rank's CUDA device
 };
 
-// The CUDA device of rank `rank` under nccl: its index among the region's ranks
-// on its machine (ranks in order), so the workers of a machine take one each.
+// The CUDA device (ordinal) of rank `rank` under nccl: ranks in order, each
+// takes the first device it sees that no lower rank took, so the workers of a
+// machine use one GPU each. -1 when every device it sees is taken.
 int DeviceOfRank(std::span<const WorkerFacts> facts, int rank);
 
 // facts[r] is rank r's. kFailedPrecondition when the setting is nccl and a rank
