@@ -15,9 +15,10 @@
 # The archive records the build directory: the test binaries find their
 # siblings there, so gpu-run-bundle.sh unpacks it at that path.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-BUILD=$(realpath "${1:-build}")
-ARCHIVE=${2:-gpu-bundle/longhaul-gpu.tar.xz}
+ROOT=$(realpath "$(dirname "$0")/..")
+BUILD=$(realpath "${1:-$ROOT/build}")
+ARCHIVE=$(realpath -m "${2:-$ROOT/gpu-bundle/longhaul-gpu.tar.xz}")
+cd "$ROOT"
 
 BINARIES=(trainer_gpu_tests sync_policies_gpu_tests orchestrator_gpu_e2e_tests
           longhaul longhaul-orchestrator longhaul-agent longhaul-worker bench_codecs bench_trainer)
@@ -34,10 +35,15 @@ echo "$BUILD" > "$stage/BUILD_DIR"
 
 # Every shared library the binaries load, but the C library family, the C++
 # runtime and CUDA's own.
-skip='^(libc|libm|libdl|libpthread|librt|libresolv|libutil|ld-linux-x86-64|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.so'
+system='^(libc|libm|libmvec|libdl|libpthread|librt|libresolv|libutil|libanl|libnsl|libnss_[a-z]+|ld-linux-x86-64|libstdc\+\+|libgcc_s)\.so'
+cuda='^(libcuda|libcudart|libcublas|libcublasLt|libnccl)\.so'
 ldd "${BINARIES[@]/#/$BUILD/bin/}" | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
   name=$(basename "$lib")
-  [[ "$name" =~ $skip ]] && continue
+  [[ "$name" =~ $system ]] && continue
+  if [[ "$name" =~ $cuda ]]; then  # the GPU machine's own: gpu-run-bundle.sh looks for these sonames
+    [[ "$name" == libcuda.so* ]] || echo "$name" >> "$stage/CUDA_LIBS"
+    continue
+  fi
   cp -L "$lib" "$stage/lib/$name"
 done
 missing=$(ldd "${BINARIES[@]/#/$BUILD/bin/}" | awk '/not found/ {print $1}' | sort -u)

@@ -10,6 +10,7 @@
 # The CUDA libraries come from the machine: its CUDA install and, where cuBLAS
 # or NCCL are not there, the nvidia-* Python wheels PyTorch brings.
 set -uo pipefail
+[[ $# -ge 1 ]] || { echo "usage: deploy/gpu-run-bundle.sh ARCHIVE [out-dir]" >&2; exit 2; }
 ARCHIVE=$(realpath "$1")
 mkdir -p "${2:-.}" && OUT=$(realpath "${2:-.}")
 LIMIT=${GPU_CHECK_SECONDS:-540}
@@ -20,12 +21,17 @@ nvidia-smi -L || { echo "gpu-run-bundle: nvidia-smi lists no GPU" >&2; exit 2; }
 unpack=$(mktemp -d "${TMPDIR:-/tmp}/longhaul-gpu-unpack-XXXXXX")
 tar -C "$unpack" -xJf "$ARCHIVE" || exit 2
 BUILD=$(cat "$unpack/BUILD_DIR")
+mapfile -t cuda_libs < "$unpack/CUDA_LIBS"
 mkdir -p "$BUILD" && cp -r "$unpack/bin" "$unpack/lib" "$BUILD/" && rm -rf "$unpack" || exit 2
 
-# CUDA's libraries, by soname, from wherever this machine has them.
+# CUDA's libraries the binaries were linked against (their sonames, recorded
+# by gpu-bundle.sh), from wherever this machine has them: its CUDA install
+# first, then PyTorch's nvidia-* wheels. cuBLAS and cuBLASLt from one place.
 cuda_dirs=()
-for so in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
-  found=$(find /usr/local/cuda*/ /usr/lib/x86_64-linux-gnu /opt /usr/local/lib -name "$so" 2>/dev/null | head -1)
+for so in "${cuda_libs[@]}"; do
+  found=""
+  for dir in "${cuda_dirs[@]}"; do [[ -e "$dir/$so" ]] && found="$dir/$so" && break; done
+  [[ -n "$found" ]] || found=$(find /usr/local/cuda*/ /usr/lib/x86_64-linux-gnu /opt /usr/local/lib -name "$so" 2>/dev/null | sort | head -1)
   [[ -n "$found" ]] || { echo "gpu-run-bundle: $so is not on this machine" >&2; exit 2; }
   echo "== $so: $found"
   cuda_dirs+=("$(dirname "$found")")
@@ -40,8 +46,10 @@ run() {  # name, command...: a step bounded by what is left of the limit, its ou
   local budget; budget=$(left)
   if (( budget <= 0 )); then echo "gpu-run-bundle: the ${LIMIT} s limit was spent before $name" >&2; failed=1; return; fi
   echo "== $name"
-  timeout "$budget" "$@" 2>&1 | tee "$OUT/$name.log"
+  timeout -k 10 "$budget" "$@" 2>&1 | tee "$OUT/$name.log"
   local rc=${PIPESTATUS[0]}
+  # A suite stopped at the limit leaves its cluster behind: end it before the next step.
+  pkill -KILL -f "^$BUILD/bin/longhaul" 2>/dev/null || true
   if (( rc == 77 )); then echo "gpu-run-bundle: $name was skipped (no usable CUDA device)" >&2; failed=1
   elif (( rc != 0 )); then echo "gpu-run-bundle: $name failed (exit $rc)" >&2; failed=1; fi
 }

@@ -152,7 +152,9 @@ def bind_optimizer_state(optimizer, tensors, params, numel):
                 offset, n, shape = where[id(p)]
                 state = optimizer.state[p]
                 step = state.get("step", 0)
-                state["step"] = torch.tensor(float(step))
+                # Fused and capturable Adam keep their step counter with the parameter.
+                on_param = group.get("fused") or group.get("capturable")
+                state["step"] = torch.tensor(float(step), device=p.device if on_param else None)
                 for name, flat in zip(names, flats):
                     view = flat[offset:offset + n].view(shape)
                     if name in state:
@@ -175,17 +177,27 @@ class _HostCopy:
         self.to_host()
         self.state_to_host()
 
+    def _settle(self):
+        """Work the script queued on any stream of the device (an optimizer on a
+        side stream, say) is done before the copies read or write its tensors."""
+        if self.flat.is_cuda:
+            torch.cuda.synchronize(self.flat.device)
+
     def to_host(self):
+        self._settle()
         self.host.copy_(self.flat)
 
     def to_device(self):
+        self._settle()
         self.flat.copy_(self.host)
 
     def state_to_host(self):
+        self._settle()
         for host, t in zip(self.host_state, self.state):
             host.copy_(t)
 
     def state_to_device(self):
+        self._settle()
         for host, t in zip(self.host_state, self.state):
             t.copy_(host)
 

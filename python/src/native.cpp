@@ -10,6 +10,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "longhaul/common/checksum.h"
@@ -50,6 +51,14 @@ class PyMirror final : public longhaul::worker::ParameterMirror {
   longhaul::Status ToDevice() override { return Call("to_device"); }
   longhaul::Status StateToHost() override { return Call("state_to_host"); }
   longhaul::Status StateToDevice() override { return Call("state_to_device"); }
+  // A KeyboardInterrupt or SystemExit raised in a copy, to raise again in the
+  // script once the session's call returns (with the GIL held).
+  void RaisePending() {
+    if (!pending_) return;
+    py::error_already_set e = std::move(*pending_);
+    pending_.reset();
+    throw e;
+  }
 
  private:
   longhaul::Status Call(const char* method) {
@@ -58,10 +67,16 @@ class PyMirror final : public longhaul::worker::ParameterMirror {
       mirror_.attr(method)();
       return longhaul::Status::Ok();
     } catch (py::error_already_set& e) {
-      return longhaul::Internal(std::string("the host copy's ") + method + "() raised: " + e.what());
+      const std::string what = std::string("the host copy's ") + method + "() raised: " + e.what();
+      if (e.matches(PyExc_KeyboardInterrupt) || e.matches(PyExc_SystemExit)) {
+        if (!pending_) pending_.emplace(std::move(e));
+        return longhaul::Cancelled(what);
+      }
+      return longhaul::Internal(what);
     }
   }
   py::object mirror_;
+  std::optional<py::error_already_set> pending_;
 };
 
 class PySession {
@@ -90,6 +105,8 @@ class PySession {
   void Start(uintptr_t data, size_t n, const std::vector<std::tuple<std::string, std::vector<int64_t>, size_t, size_t>>& tensors,
              size_t buffers, const std::vector<uintptr_t>& optimizer_state, py::object eval_fn, py::object mirror) {
     if (data == 0 || n == 0) Raise(longhaul::InvalidArgument("start: the parameter buffer is empty"));
+    if (started_) Raise(longhaul::FailedPrecondition("start: called twice"));
+    started_ = true;  // before the mirror is set: the session keeps pointers to it
     ls::StartOptions opts;
     opts.buffers = buffers;
     if (!mirror.is_none()) {
@@ -124,6 +141,7 @@ class PySession {
       py::gil_scoped_release release;
       st = session_->Start(std::span<float>(reinterpret_cast<float*>(data), n), std::move(opts));
     }
+    if (mirror_) mirror_->RaisePending();
     if (!st.ok()) Raise(st);
   }
 
@@ -133,6 +151,7 @@ class PySession {
       py::gil_scoped_release release;
       e = session_->Step(loss, tokens);
     }
+    if (mirror_) mirror_->RaisePending();
     return ls::StepEventName(Unwrap(std::move(e)));
   }
 
@@ -152,6 +171,7 @@ class PySession {
       py::gil_scoped_release release;
       e = session_->FailRound(session_->UserCodeFailed("the script failed the round (fail_round)", why));
     }
+    if (mirror_) mirror_->RaisePending();
     return ls::StepEventName(Unwrap(std::move(e)));
   }
 
@@ -170,6 +190,7 @@ class PySession {
     if (r == nullptr) Raise(longhaul::FailedPrecondition("the session has not started"));
     longhaul::Status st = r->LoadState(std::span<const float>(reinterpret_cast<const float*>(theta), theta_n),
                                        std::span<const float>(reinterpret_cast<const float*>(outer), outer_n));
+    if (mirror_) mirror_->RaisePending();
     if (!st.ok()) Raise(st);
   }
 
@@ -177,6 +198,7 @@ class PySession {
   const std::string& config_json() const { return config_json_; }
 
  private:
+  bool started_ = false;
   std::unique_ptr<PyMirror> mirror_;  // outlives session_ (declared first: destroyed last)
   std::unique_ptr<ls::Session> session_;
   std::string config_json_;

@@ -61,7 +61,8 @@ void RealCluster::StartAgent(const std::string& region) {
   // Only the ones this build has (an agent refuses to start on a missing one).
   for (const auto& c : options.allow_commands)
     if (::access(c.c_str(), X_OK) == 0) argv.insert(argv.end(), {"--allow-command", c});
-  for (const auto& d : options.allow_working_dirs) argv.insert(argv.end(), {"--allow-working-dir", d});
+  for (const auto& d : options.allow_working_dirs)  // only the ones there (a copy of the binaries elsewhere has none)
+    if (fs::is_directory(d)) argv.insert(argv.end(), {"--allow-working-dir", d});
   if (!options.gpus) argv.insert(argv.begin(), {"/usr/bin/env", "CUDA_VISIBLE_DEVICES="});
   if (networks) argv = networks->Inside(index, argv);
   // Appended: a restarted agent keeps the log of the one before it.

@@ -28,12 +28,17 @@ struct FakeMirror final : lw::ParameterMirror {
   std::span<float> device;
   std::vector<float> host;
   int to_host = 0, to_device = 0;
+  int fail_to_device = 0;  // this many next copies back fail
   longhaul::Status ToHost() override {
     std::copy(device.begin(), device.end(), host.begin());
     ++to_host;
     return longhaul::Status::Ok();
   }
   longhaul::Status ToDevice() override {
+    if (fail_to_device > 0) {
+      --fail_to_device;
+      return longhaul::Unavailable("injected copy failure");
+    }
     std::copy(host.begin(), host.end(), device.begin());
     ++to_device;
     return longhaul::Status::Ok();
@@ -678,4 +683,30 @@ TEST_CASE("region_agent: parameters kept elsewhere behind a mirror train exactly
     CHECK(run(true) == host);
     CHECK(host[1] != host[2]);  // round 3 trained on, from round 1's theta
   }
+}
+
+TEST_CASE("region_agent: a failed copy back of rolled-back parameters fails the next round's start, then is redone",
+          "[replica][mirror]") {
+  // Kind local (no WAN): round 1 commits, round 2 rolls back, round 2 runs again.
+  auto run = [](bool fail) {
+    SimRegion region(0, 1, ls::SyncKind::kLocal, 3);
+    region.UseMirror();
+    lw::RoundInputs in;
+    in.round = 1;
+    REQUIRE(region.Run(in, nullptr).ok());
+    region.replica->Commit();
+    in.round = 2;
+    REQUIRE(region.Run(in, nullptr).ok());
+    region.mirror->fail_to_device = fail ? 1 : 0;
+    region.replica->Rollback();  // the "device" keeps round 2's parameters when the copy fails
+    if (fail) {
+      const longhaul::Status refused = region.replica->BeginRound(in, nullptr);
+      CHECK(refused.code() == longhaul::StatusCode::kUnavailable);
+      CHECK(refused.message().find("injected copy failure") != std::string::npos);
+    }
+    auto again = region.Run(in, nullptr);  // pushes the rolled-back parameters before it reads any
+    REQUIRE(again.ok());
+    return again->param_hash;
+  };
+  CHECK(run(true) == run(false));
 }

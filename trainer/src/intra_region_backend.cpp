@@ -151,7 +151,8 @@ Result<BackendChoice> AgreeIntraRegionBackend(RendezvousStore& store, const std:
     auto value = store.Get(key(r), timeout);
     if (!value.ok()) return value.status().WithContext("intra_region: worker rank " + std::to_string(r) + "'s facts");
     auto decoded = Decode(*value);
-    if (!decoded) return DataLoss("intra_region: " + key(r) + " is not '<devices> <nccl 0|1> <on device 0|1>'");
+    if (!decoded)
+      return DataLoss("intra_region: " + key(r) + " is not '<devices> <nccl 0|1> <on device 0|1> <host> <ids|->'");
     facts[r] = *decoded;
   }
   LONGHAUL_ASSIGN_OR_RETURN(BackendChoice choice, ChooseIntraRegionBackend(setting, facts));

@@ -36,12 +36,17 @@ class DeviceAdamWState final : public InnerState {
   explicit DeviceAdamWState(trainer::DeviceInnerTrainer& trainer)
       : trainer_(trainer), m_(trainer.model().num_params()), v_(m_.size()), saved_m_(m_.size()), saved_v_(m_.size()) {}
   void Save() override {
+    // After a failed restore the saved moments are still the right ones:
+    // push them again rather than save the device's stale ones.
+    if (stale_) return Restore();
     const Status saved = trainer_.DownloadMoments(saved_m_, saved_v_);
     Report(saved, "saving");
     if (saved.ok()) saved_step_ = trainer_.optimizer_step();
   }
   void Restore() override {
-    Report(trainer_.UploadMoments(saved_m_, saved_v_), "restoring");
+    const Status restored = trainer_.UploadMoments(saved_m_, saved_v_);
+    stale_ = !restored.ok();
+    Report(restored, "restoring");
     trainer_.set_optimizer_step(saved_step_);
   }
   void Rejoined(uint64_t job_step) override {
@@ -54,7 +59,7 @@ class DeviceAdamWState final : public InnerState {
   void SharedStateWritten() override { Report(trainer_.UploadMoments(m_, v_), "writing"); }
   // The first failed copy since the last call (InnerState's calls return
   // nothing): the worker fails its step with it.
-  Status TakeFailure() { return std::exchange(failure_, Status::Ok()); }
+  Status TakeFailure() override { return std::exchange(failure_, Status::Ok()); }
 
  private:
   void Report(const Status& s, const char* what) {
@@ -65,6 +70,7 @@ class DeviceAdamWState final : public InnerState {
   trainer::DeviceInnerTrainer& trainer_;
   std::vector<float> m_, v_, saved_m_, saved_v_;
   uint64_t saved_step_ = 0;
+  bool stale_ = false;  // a restore failed: the device's moments are not the saved ones
   Status failure_;
 };
 

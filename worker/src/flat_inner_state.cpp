@@ -21,24 +21,37 @@ void FlatInnerState::Keep(const Status& s) {
   if (!s.ok() && failure_.ok()) failure_ = s.WithContext("copying the optimizer state");
 }
 
+void FlatInnerState::Refresh() {
+  if (mirror_ == nullptr || state_.empty()) return;
+  // After a failed copy back the host buffers are the right ones: push them
+  // again rather than read the originals' stale values.
+  if (originals_stale_) return Push();
+  Keep(mirror_->StateToHost());
+}
+
+void FlatInnerState::Push() {
+  if (mirror_ == nullptr || state_.empty()) return;
+  const Status s = mirror_->StateToDevice();
+  originals_stale_ = !s.ok();
+  Keep(s);
+}
+
 void FlatInnerState::Save() {
-  if (mirror_ != nullptr && !state_.empty()) Keep(mirror_->StateToHost());
+  Refresh();
   for (size_t i = 0; i < state_.size(); ++i) saved_[i].assign(state_[i].begin(), state_[i].end());
 }
 
 void FlatInnerState::Restore() {
   for (size_t i = 0; i < state_.size(); ++i)
     if (saved_[i].size() == state_[i].size()) std::copy(saved_[i].begin(), saved_[i].end(), state_[i].begin());
-  if (mirror_ != nullptr && !state_.empty()) Keep(mirror_->StateToDevice());
+  Push();
 }
 
 std::vector<std::span<float>> FlatInnerState::SharedState() {
-  if (mirror_ != nullptr && !state_.empty()) Keep(mirror_->StateToHost());
+  Refresh();
   return state_;
 }
 
-void FlatInnerState::SharedStateWritten() {
-  if (mirror_ != nullptr && !state_.empty()) Keep(mirror_->StateToDevice());
-}
+void FlatInnerState::SharedStateWritten() { Push(); }
 
 }  // namespace longhaul::worker

@@ -132,6 +132,9 @@ void RegionReplica::Restore(const Saved& s) {
 
 Status RegionReplica::LocalToHost() {
   if (mirror_ == nullptr || host_current_) return Status::Ok();
+  // After a failed copy back the host copy is the right one: push it again
+  // rather than read back the device's stale parameters.
+  if (device_stale_) return LocalToDevice();
   LONGHAUL_RETURN_IF_ERROR(mirror_->ToHost().WithContext("copying the parameters to the host"));
   host_current_ = true;
   return Status::Ok();
@@ -141,15 +144,25 @@ Status RegionReplica::LocalToDevice() {
   if (mirror_ == nullptr) return Status::Ok();
   Status s = mirror_->ToDevice().WithContext("copying the parameters back from the host");
   if (!s.ok()) {
+    device_stale_ = true;
     if (mirror_failure_.ok()) mirror_failure_ = s;
     return s;
   }
+  device_stale_ = false;
+  mirror_failure_ = Status::Ok();  // the device holds the host's parameters again
   host_current_ = true;
   host_written_ = false;
   return Status::Ok();
 }
 
-Status RegionReplica::LocalWrittenToDevice() { return host_written_ ? LocalToDevice() : Status::Ok(); }
+Status RegionReplica::LocalWrittenToDevice() {
+  return host_written_ || device_stale_ ? LocalToDevice() : Status::Ok();
+}
+
+Status RegionReplica::InnerFailure(const char* when) {
+  if (inner_ == nullptr) return Status::Ok();
+  return inner_->TakeFailure().WithContext(when);
+}
 
 Status RegionReplica::MirrorFailure() { return std::exchange(mirror_failure_, Status::Ok()); }
 
@@ -190,7 +203,10 @@ Status RegionReplica::Bootstrap(const RoundInputs& in, sync_policies::Collective
   if (in.this_region_joining) {
     std::copy(theta_.begin(), theta_.end(), local_.begin());
     LONGHAUL_RETURN_IF_ERROR(LocalToDevice());
-    if (averages_gradients() && inner_ != nullptr) inner_->SharedStateWritten();
+    if (averages_gradients() && inner_ != nullptr) {
+      inner_->SharedStateWritten();
+      LONGHAUL_RETURN_IF_ERROR(InnerFailure("writing the inner optimizer state"));
+    }
     // The trainer continues where the job is (its learning-rate schedule above
     // all): a relaunched worker that restarted warm-up and decay at step 0
     // trained at the peak rate while the others were near the end of the decay.
@@ -207,7 +223,9 @@ Status RegionReplica::BootstrapInnerState(const RoundInputs& in, sync_policies::
                                           Deadline deadline) {
   if (inner_ == nullptr) return Status::Ok();
   const ShardPiece p = layout_.Piece(0);
-  for (std::span<float> state : inner_->SharedState()) {
+  const std::vector<std::span<float>> shared = inner_->SharedState();
+  LONGHAUL_RETURN_IF_ERROR(InnerFailure("reading the inner optimizer state"));
+  for (std::span<float> state : shared) {
     if (state.size() != local_.size()) {
       return Internal("inner optimizer state of " + std::to_string(state.size()) + " floats for " +
                       std::to_string(local_.size()) + " parameters");
@@ -363,12 +381,14 @@ Status RegionReplica::AverageBuffers(Round& r) {
 
 Status RegionReplica::AverageInnerMoments(Round& r) {
   if (!options_.moment_sync.enabled() || inner_ == nullptr) return Status::Ok();
+  bool due = false;
+  for (size_t b = 0; b < options_.moment_sync.buffers_needed(); ++b) due |= options_.moment_sync.Due(b, r.inputs.round);
+  if (!due) return Status::Ok();
   std::vector<std::span<float>> state = inner_->SharedState();
+  LONGHAUL_RETURN_IF_ERROR(InnerFailure("reading the inner optimizer state"));
   const Deadline deadline = DeadlineAfter(options_.collective_timeout);
-  bool written = false;
   for (size_t b = 0; b < state.size(); ++b) {
     if (!options_.moment_sync.Due(b, r.inputs.round)) continue;
-    written = true;
     const char* name = sync_policies::MomentSyncOptions::BufferName(b);
     if (state[b].size() != local_.size()) {
       return Internal(std::string("inner ") + name + " of " + std::to_string(state[b].size()) + " floats for " +
@@ -385,8 +405,8 @@ Status RegionReplica::AverageInnerMoments(Round& r) {
       LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, f, piece, state[b]));
     }
   }
-  if (written) inner_->SharedStateWritten();
-  return Status::Ok();
+  inner_->SharedStateWritten();
+  return InnerFailure("writing the inner optimizer state");
 }
 
 void RegionReplica::DrainInFlight() {
@@ -427,6 +447,7 @@ Status RegionReplica::BeginRound(const RoundInputs& in, sync_policies::Collectiv
   r.compression = compression;
   r.link = link;
   r.before = Snapshot();
+  LONGHAUL_RETURN_IF_ERROR(InnerFailure("saving the inner optimizer state"));
   if (in.any_joining && link != nullptr) {
     Status s = Bootstrap(in, *link);
     if (!s.ok()) {

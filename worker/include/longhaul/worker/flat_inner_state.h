@@ -29,16 +29,19 @@ class FlatInnerState final : public InnerState {
   void SharedStateWritten() override;
   // The first failed copy through the mirror (these calls return nothing);
   // cleared by reading it.
-  Status TakeFailure() { return std::exchange(failure_, Status::Ok()); }
+  Status TakeFailure() override { return std::exchange(failure_, Status::Ok()); }
 
  private:
   FlatInnerState(std::vector<std::span<float>> state, ParameterMirror* mirror)
       : state_(std::move(state)), saved_(state_.size()), mirror_(mirror) {}
   void Keep(const Status& s);
+  void Refresh();  // the host buffers from the originals (or, while those are stale, the other way)
+  void Push();     // the originals from the host buffers
   std::vector<std::span<float>> state_;
   std::vector<std::vector<float>> saved_;
   ParameterMirror* mirror_;
   Status failure_;
+  bool originals_stale_ = false;  // a copy back failed: the host buffers hold the right values
 };
 
 }  // namespace longhaul::worker

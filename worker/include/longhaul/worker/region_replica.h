@@ -96,6 +96,9 @@ class InnerState {
   // received them, or the regions averaged them): a trainer that keeps them
   // elsewhere (on a GPU) takes them back now.
   virtual void SharedStateWritten() {}
+  // The first failure of a copy these calls made (they return nothing), once;
+  // the replica fails the round with it (a state kept in host memory has none).
+  virtual Status TakeFailure() { return Status::Ok(); }
 };
 
 // For a trainer whose parameters live elsewhere (a GPU's memory): the replica's
@@ -268,13 +271,18 @@ class RegionReplica {
   RegionReplica(ReplicaOptions options, std::span<float> local, trainer::IntraRegionGroup& group, InnerState* inner,
                 ParameterMirror* mirror, std::unique_ptr<sync_policies::SyncSchedule> schedule);
   // The mirror's copies (no-ops without one). LocalToHost skips a copy the
-  // host already holds (no inner step since); LocalWrittenToDevice copies only
-  // after FinishFragmentSync or AverageBuffers wrote local. LocalToDevice keeps
-  // its failure for the next MirrorFailure() where its caller returns nothing.
+  // host already holds (no inner step since) and, while a copy back has
+  // failed, pushes the host's parameters again instead of reading the device's
+  // stale ones; LocalWrittenToDevice copies only after FinishFragmentSync or
+  // AverageBuffers wrote local (or a copy back failed). LocalToDevice keeps its
+  // failure for the next MirrorFailure() where its caller returns nothing, and
+  // forgets it once a copy back succeeds.
   Status LocalToHost();
   Status LocalToDevice();
   Status LocalWrittenToDevice();
   Status MirrorFailure();
+  // The inner state's copy failure (InnerState::TakeFailure), naming `when`.
+  Status InnerFailure(const char* when);
   Saved Snapshot();
   void Restore(const Saved& s);
   Status Bootstrap(const RoundInputs& in, sync_policies::CollectiveLink& link);
@@ -319,6 +327,7 @@ class RegionReplica {
   Status mirror_failure_;  // a LocalToDevice that failed where nobody could return it
   bool host_current_ = false;  // local holds the trainer's parameters (no inner step since the last copy)
   bool host_written_ = false;  // local was written since the last copy to the device
+  bool device_stale_ = false;  // a copy back failed: local holds the right parameters, the device does not
   std::unique_ptr<sync_policies::SyncSchedule> schedule_;
   std::vector<std::vector<sync_policies::SyncAction>> actions_;  // by step 1..H (index 0 unused)
   uint32_t actions_steps_ = 0;                       // the H schedule_ and actions_ are for
