@@ -309,6 +309,17 @@ void Orchestrator::RegionRestarted(const std::string& region) {
   }
 }
 
+void Orchestrator::RegionReconnected(const std::string& region) {
+  for (Job* job : PlacedJobs()) {
+    JobMember* m = job->Member(region);
+    if (!m || m->ready || !m->assignment_sent) continue;
+    if (job->rec.state != JobState::kScheduled && job->rec.state != JobState::kRunning) continue;
+    m->assignment_sent = false;
+    spdlog::info("{}: {} reconnected before answering its assignment; sending it again", job->rec.id, region);
+    SendAssignments(*job);
+  }
+}
+
 void Orchestrator::ReleaseScheduledJob(Job& job, const std::string& why) {
   // Not started yet: release every region and place the job again. Durable
   // first: the regions hear STOP only once the state file has the job back

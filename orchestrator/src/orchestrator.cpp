@@ -195,7 +195,11 @@ void Orchestrator::HandleRegister(const std::string& identity, const v1::Control
                reg.data_host(), bound.name.empty() ? "" : ", agent key " + bound.name,
                restarted ? ", a new agent process" : "");
   Reply(identity, msg, std::move(reply));
-  if (restarted) RegionRestarted(reg.region());
+  if (restarted) {
+    RegionRestarted(reg.region());
+  } else {
+    RegionReconnected(reg.region());
+  }
 }
 
 void Orchestrator::HandleRemoveRegion(const std::string& identity, const v1::ControlMessage& msg) {

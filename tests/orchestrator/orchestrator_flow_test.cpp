@@ -116,7 +116,8 @@ TEST_CASE("flow: regions assigned again before any round committed hold theta(0)
   CHECK(starts["id-a"].joining_regions_size() == 0);  // all hold theta(0): nothing to bootstrap
 }
 
-TEST_CASE("flow: an agent restarted while its job starts is assigned the job again at once, a reconnect is not",
+TEST_CASE("flow: an agent restarted while its job starts is assigned the job again at once, a reconnect is sent "
+          "its unanswered assignment again",
           "[orchestrator][restart]") {
   Rig rig("restart-start");
   for (auto& [r, id] : kAll) {
@@ -132,8 +133,21 @@ TEST_CASE("flow: an agent restarted while its job starts is assigned the job aga
   CHECK(rig.o().JobStatusOf(job).value().state() == "scheduled");
   rig.Take();
 
-  // The same process reconnecting (a new connection, the same session): nothing to redo.
+  // The same process reconnecting (a new connection, the same session): its
+  // assignment, not yet answered, is sent again on the new connection (the
+  // first may have gone to the one it dropped: a region partitioned from the
+  // orchestrator for a second never rejoined its job), not a new launch.
   rig.Register("c", "id-c-again", {}, "session-id-c");
+  auto again = rig.Take();
+  REQUIRE(Count(again, v1::ControlMessage::kJobAssignment) == 1);
+  for (const auto& s : again)
+    if (s.msg.has_job_assignment()) CHECK(s.to == "id-c-again");
+  const auto reconnected = rig.store().LoadEvents(job, 50);
+  REQUIRE(reconnected.ok());
+  CHECK_FALSE(std::any_of(reconnected->begin(), reconnected->end(),
+                          [](const auto& e) { return e.kind == "region_restarted"; }));
+  // A ready region reconnecting has nothing to answer: nothing is sent.
+  rig.Register("a", "id-a", {}, "session-id-a");
   CHECK(Count(rig.Take(), v1::ControlMessage::kJobAssignment) == 0);
 
   // c's agent dies and systemd restarts it within the heartbeat-miss window: a

@@ -107,6 +107,10 @@ class Orchestrator {
   // after the heartbeats without the job, nor, while a job starts, the round
   // timeout: the restart falls inside the heartbeat-miss window).
   void RegionRestarted(const std::string& region);
+  // The same agent on a new connection: an assignment it has not answered is
+  // sent again (the last may have gone to the connection it dropped; the agent
+  // answers a repeated one without launching anything).
+  void RegionReconnected(const std::string& region);
   // Durable before announced; if the write fails the job keeps its state and
   // the outcome is pending (Job::pending_finish) until Tick can write it.
   void FinishJob(Job& job, JobState state, const std::string& reason);
