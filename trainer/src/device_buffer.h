@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <span>
 #include <string>
 
 #include "longhaul/common/status.h"
@@ -21,6 +22,22 @@ inline Status CudaStatus(cudaError_t err, const std::string& what) {
 // A launcher's result (cuda/byte_lm_kernels.h): "" is Ok, else kUnavailable.
 inline Status KernelStatus(const std::string& error) {
   return error.empty() ? Status::Ok() : Unavailable(error);
+}
+
+// `n` floats between host and device memory; kInvalidArgument naming `what`
+// when the host span holds another count, kUnavailable for a CUDA failure.
+inline Status CopyToDevice(float* device, std::span<const float> host, size_t n, const char* what) {
+  if (host.size() != n)
+    return InvalidArgument(std::string(what) + ": " + std::to_string(host.size()) + " floats, want " +
+                           std::to_string(n));
+  return CudaStatus(cudaMemcpy(device, host.data(), host.size_bytes(), cudaMemcpyHostToDevice), what);
+}
+
+inline Status CopyToHost(std::span<float> host, const float* device, size_t n, const char* what) {
+  if (host.size() != n)
+    return InvalidArgument(std::string(what) + ": " + std::to_string(host.size()) + " floats, want " +
+                           std::to_string(n));
+  return CudaStatus(cudaMemcpy(host.data(), device, host.size_bytes(), cudaMemcpyDeviceToHost), what);
 }
 
 template <typename T>

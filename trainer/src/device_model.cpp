@@ -161,20 +161,12 @@ float* DeviceByteLM::gradient_and_loss() { return impl_->grad.data(); }
 
 Status DeviceByteLM::Upload(std::span<const float> host) {
   LONGHAUL_RETURN_IF_ERROR(impl_->Use());
-  if (host.size() != impl_->n)
-    return InvalidArgument("device model upload: " + std::to_string(host.size()) + " floats, want " +
-                           std::to_string(impl_->n));
-  return CudaStatus(cudaMemcpy(impl_->params.data(), host.data(), host.size_bytes(), cudaMemcpyHostToDevice),
-                    "parameter upload");
+  return CopyToDevice(impl_->params.data(), host, impl_->n, "device model parameter upload");
 }
 
 Status DeviceByteLM::Download(std::span<float> host) const {
   LONGHAUL_RETURN_IF_ERROR(impl_->Use());
-  if (host.size() != impl_->n)
-    return InvalidArgument("device model download: " + std::to_string(host.size()) + " floats, want " +
-                           std::to_string(impl_->n));
-  return CudaStatus(cudaMemcpy(host.data(), impl_->params.data(), host.size_bytes(), cudaMemcpyDeviceToHost),
-                    "parameter download");
+  return CopyToHost(host, impl_->params.data(), impl_->n, "device model parameter download");
 }
 
 Status DeviceByteLM::ForwardBackward(const Batch& batch) {

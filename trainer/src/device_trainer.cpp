@@ -18,24 +18,6 @@ struct DeviceInnerTrainer::Moments {
   DeviceArray<float> m, v;
 };
 
-namespace {
-
-Status CopyIn(float* device, std::span<const float> host, size_t n, const char* what) {
-  if (host.size() != n)
-    return InvalidArgument(std::string(what) + ": " + std::to_string(host.size()) + " floats, want " +
-                           std::to_string(n));
-  return CudaStatus(cudaMemcpy(device, host.data(), host.size_bytes(), cudaMemcpyHostToDevice), what);
-}
-
-Status CopyOut(std::span<float> host, const float* device, size_t n, const char* what) {
-  if (host.size() != n)
-    return InvalidArgument(std::string(what) + ": " + std::to_string(host.size()) + " floats, want " +
-                           std::to_string(n));
-  return CudaStatus(cudaMemcpy(host.data(), device, host.size_bytes(), cudaMemcpyDeviceToHost), what);
-}
-
-}  // namespace
-
 Result<std::unique_ptr<DeviceInnerTrainer>> DeviceInnerTrainer::Create(TrainerOptions options, DataSource& data,
                                                                        IntraRegionGroup& group, int device) {
   LONGHAUL_RETURN_IF_ERROR(options.Validate());
@@ -95,11 +77,11 @@ Result<float> DeviceInnerTrainer::ComputeGradients() {
 float* DeviceInnerTrainer::device_gradient() { return model_->gradient_and_loss(); }
 
 Status DeviceInnerTrainer::DownloadGradient(std::span<float> host) const {
-  return CopyOut(host, model_->gradient_and_loss(), model_->num_params(), "gradient download");
+  return CopyToHost(host, model_->gradient_and_loss(), model_->num_params(), "gradient download");
 }
 
 Status DeviceInnerTrainer::UploadGradient(std::span<const float> host) {
-  return CopyIn(model_->gradient_and_loss(), host, model_->num_params(), "gradient upload");
+  return CopyToDevice(model_->gradient_and_loss(), host, model_->num_params(), "gradient upload");
 }
 
 Status DeviceInnerTrainer::ApplyGradients() {
@@ -118,14 +100,14 @@ Status DeviceInnerTrainer::UploadParams(std::span<const float> host) { return mo
 
 Status DeviceInnerTrainer::DownloadMoments(std::span<float> m, std::span<float> v) const {
   const size_t n = model_->num_params();
-  LONGHAUL_RETURN_IF_ERROR(CopyOut(m, moments_->m.data(), n, "adamw first moment download"));
-  return CopyOut(v, moments_->v.data(), n, "adamw second moment download");
+  LONGHAUL_RETURN_IF_ERROR(CopyToHost(m, moments_->m.data(), n, "adamw first moment download"));
+  return CopyToHost(v, moments_->v.data(), n, "adamw second moment download");
 }
 
 Status DeviceInnerTrainer::UploadMoments(std::span<const float> m, std::span<const float> v) {
   const size_t n = model_->num_params();
-  LONGHAUL_RETURN_IF_ERROR(CopyIn(moments_->m.data(), m, n, "adamw first moment upload"));
-  return CopyIn(moments_->v.data(), v, n, "adamw second moment upload");
+  LONGHAUL_RETURN_IF_ERROR(CopyToDevice(moments_->m.data(), m, n, "adamw first moment upload"));
+  return CopyToDevice(moments_->v.data(), v, n, "adamw second moment upload");
 }
 
 Result<float> DeviceInnerTrainer::ValidationLoss(std::span<const float> host_params, int batches) {
