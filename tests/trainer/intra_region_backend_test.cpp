@@ -72,7 +72,7 @@ TEST_CASE("intra_region: the workers of one machine take a GPU each, and nccl ne
   REQUIRE(fallback.ok());
   CHECK(fallback->backend == IntraRegionBackend::kGloo);
   CHECK(fallback->reason ==
-        "auto: not nccl, worker rank 1 would share a CUDA device: lower ranks of the region took the 1 it sees on "
+        "auto: not nccl, worker rank 1 would share a CUDA device: other ranks of the region need the 1 it sees on "
         "host a");
   CHECK(DeviceOfRank(shared, 1) == -1);
   CHECK(ChooseIntraRegionBackend(IntraRegionSetting::kNccl, shared).status().code() ==
@@ -89,6 +89,30 @@ TEST_CASE("intra_region: the workers of one machine take a GPU each, and nccl ne
   const std::vector<WorkerFacts> unbound{{2, true, true, "node1", {"GPU-aa", "GPU-bb"}},
                                          {2, true, true, "node1", {"GPU-aa", "GPU-bb"}}};
   CHECK(DeviceOfRank(unbound, 1) == 1);
+  // A rank that sees both GPUs before one bound to the first: taking the first
+  // free device would leave the second rank without one; the first moves on.
+  const std::vector<WorkerFacts> mixed{{2, true, true, "node1", {"GPU-aa", "GPU-bb"}},
+                                       {1, true, true, "node1", {"GPU-aa"}}};
+  CHECK(DevicesOfRanks(mixed) == std::vector<int>{1, 0});
+  auto matched = ChooseIntraRegionBackend(IntraRegionSetting::kAuto, mixed);
+  REQUIRE(matched.ok());
+  CHECK(matched->backend == IntraRegionBackend::kNccl);
+  // The same through a chain: rank 2 sees only A, which moves rank 1 from A
+  // to B, which moves rank 0 from B to C.
+  const std::vector<WorkerFacts> chain{{2, true, true, "n", {"GPU-B", "GPU-C"}},
+                                       {2, true, true, "n", {"GPU-A", "GPU-B"}},
+                                       {1, true, true, "n", {"GPU-A"}}};
+  CHECK(DevicesOfRanks(chain) == std::vector<int>{1, 1, 0});
+  // Three ranks that between them see two GPUs: the last is left without one,
+  // and the others keep theirs.
+  const std::vector<WorkerFacts> short_one{{2, true, true, "n", {"GPU-A", "GPU-B"}},
+                                           {1, true, true, "n", {"GPU-A"}},
+                                           {1, true, true, "n", {"GPU-B"}}};
+  CHECK(DevicesOfRanks(short_one) == std::vector<int>{1, 0, -1});
+  CHECK(DeviceOfRank(short_one, 3) == -1);
+  CHECK(ChooseIntraRegionBackend(IntraRegionSetting::kNccl, short_one).status().message() ==
+        "intra_region nccl: worker rank 2 would share a CUDA device: other ranks of the region need the 1 it sees on "
+        "host n");
 }
 
 TEST_CASE("intra_region: this process's facts match its build", "[trainer]") {

@@ -5,6 +5,8 @@
 #include <cctype>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -17,6 +19,11 @@
 namespace longhaul::trainer {
 namespace {
 
+// Device `i` of a rank, as the ranks tell devices apart.
+std::string GpuId(const WorkerFacts& f, int i) {
+  return static_cast<size_t>(i) < f.gpus.size() ? f.gpus[i] : f.host + "#" + std::to_string(i);
+}
+
 // Why NCCL cannot run on this region, naming the first rank that lacks something; none when it can.
 std::optional<std::string> WhyNotNccl(std::span<const WorkerFacts> facts) {
   for (size_t r = 0; r < facts.size(); ++r) {
@@ -25,17 +32,13 @@ std::optional<std::string> WhyNotNccl(std::span<const WorkerFacts> facts) {
     if (facts[r].cuda_devices <= 0) return who + " sees no CUDA device";
     if (!facts[r].parameters_on_device) return who + "'s program keeps its parameters in host memory";
   }
+  const std::vector<int> devices = DevicesOfRanks(facts);
   for (size_t r = 0; r < facts.size(); ++r) {
-    if (DeviceOfRank(facts, static_cast<int>(r)) < 0)
-      return "worker rank " + std::to_string(r) + " would share a CUDA device: lower ranks of the region took the " +
+    if (devices[r] < 0)
+      return "worker rank " + std::to_string(r) + " would share a CUDA device: other ranks of the region need the " +
              std::to_string(facts[r].cuda_devices) + " it sees on host " + facts[r].host;
   }
   return std::nullopt;
-}
-
-// Device `i` of a rank, as the ranks tell devices apart.
-std::string GpuId(const WorkerFacts& f, int i) {
-  return static_cast<size_t>(i) < f.gpus.size() ? f.gpus[i] : f.host + "#" + std::to_string(i);
 }
 
 // The facts as the store carries them: three decimal fields, the host and the
@@ -91,15 +94,36 @@ Result<BackendChoice> ChooseIntraRegionBackend(IntraRegionSetting setting, std::
   return BackendChoice{IntraRegionBackend::kGloo, "auto: not nccl, " + *why_not};
 }
 
-int DeviceOfRank(std::span<const WorkerFacts> facts, int rank) {
-  std::set<std::string> taken;
-  int device = -1;
-  for (int r = 0; r <= rank && r < static_cast<int>(facts.size()); ++r) {
-    device = -1;
-    for (int i = 0; i < facts[r].cuda_devices && device < 0; ++i)
-      if (taken.insert(GpuId(facts[r], i)).second) device = i;
+std::vector<int> DevicesOfRanks(std::span<const WorkerFacts> facts) {
+  std::vector<int> device(facts.size(), -1);
+  std::map<std::string, size_t> holder;  // device id -> the rank using it
+  std::set<std::string> visited;         // devices one rank's search has tried
+  // Rank r gets a device: the first free one it sees, else one whose holder
+  // moves on to another device it sees (recursively); false when neither is possible.
+  std::function<bool(size_t)> place = [&](size_t r) {
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int i = 0; i < facts[r].cuda_devices; ++i) {
+        const std::string id = GpuId(facts[r], i);
+        auto held = holder.find(id);
+        if (pass == 0 && held != holder.end()) continue;
+        if (pass == 1 && (!visited.insert(id).second || (held != holder.end() && !place(held->second)))) continue;
+        holder[id] = r;
+        device[r] = i;
+        return true;
+      }
+    }
+    return false;
+  };
+  for (size_t r = 0; r < facts.size(); ++r) {
+    visited.clear();
+    place(r);
   }
   return device;
+}
+
+int DeviceOfRank(std::span<const WorkerFacts> facts, int rank) {
+  if (rank < 0 || static_cast<size_t>(rank) >= facts.size()) return -1;
+  return DevicesOfRanks(facts)[static_cast<size_t>(rank)];
 }
 
 WorkerFacts LocalWorkerFacts(bool parameters_on_device) {

@@ -48,9 +48,14 @@ struct BackendChoice {
   int device = -1;     // nccl, from AgreeIntraRegionBackend: this rank's CUDA device
 };
 
-// The CUDA device (ordinal) of rank `rank` under nccl: ranks in order, each
-// takes the first device it sees that no lower rank took, so the workers of a
-// machine use one GPU each. -1 when every device it sees is taken.
+// The CUDA device (ordinal) of each rank under nccl, one device per rank (the
+// workers of a machine use one GPU each): ranks in order take the first device
+// they see that is free; a rank that sees only taken ones gets one by moving
+// lower ranks to other devices they see (augmenting paths), so every rank gets
+// a device whenever such an assignment exists. -1 for a rank left without.
+// Where taking the first free device suffices, that is the answer.
+std::vector<int> DevicesOfRanks(std::span<const WorkerFacts> facts);
+// DevicesOfRanks(facts)[rank]; -1 for a rank outside facts.
 int DeviceOfRank(std::span<const WorkerFacts> facts, int rank);
 
 // facts[r] is rank r's. kFailedPrecondition when the setting is nccl and a rank
