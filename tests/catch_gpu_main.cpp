@@ -1,14 +1,13 @@
 // The Catch2 main of the suites whose every case needs a CUDA device (label gpu).
 // Without a usable device (no GPU, no driver, or a build without CUDA) it runs
-// nothing and exits with LONGHAUL_SKIP_RETURN_CODE, which ctest reports as
-// skipped (tests/CMakeLists.txt registers the suites with it as their
-// SKIP_RETURN_CODE): a test that could not run never counts as passed. A run
-// whose failures happen to number that code says 1 instead. Listing the cases
-// (test discovery at build time) needs no device.
-#include <cstdio>
+// nothing and exits with the skip code (support/skip.h), which ctest reports
+// as skipped: a test that could not run never counts as passed. A run whose
+// failures happen to number that code says 1 instead. Listing the cases (test
+// discovery at build time) needs no device.
 #include <string_view>
 
 #include "catch_runner.h"
+#include "support/skip.h"
 #include "longhaul/sync_policies/cuda_codecs.h"
 
 namespace {
@@ -24,10 +23,9 @@ int main(int argc, char** argv) {
   if (!OnlyLists(argc, argv)) {
     const longhaul::Status usable = longhaul::sync_policies::cuda::DeviceUsable();
     if (!usable.ok()) {
-      std::printf("SKIPPED: this test needs a CUDA device: %s\n", usable.ToString().c_str());
-      return LONGHAUL_SKIP_RETURN_CODE;
+      longhaul::testing::SkipTest("this test needs a CUDA device: " + usable.ToString());
     }
   }
   const int failed = longhaul::testing::RunCatch(argc, argv);  // Catch returns the number of failed checks
-  return failed == LONGHAUL_SKIP_RETURN_CODE ? 1 : failed;
+  return failed == longhaul::testing::kSkipReturnCode ? 1 : failed;
 }

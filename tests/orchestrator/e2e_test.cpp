@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "real_cluster.h"
+#include "support/skip.h"
 
 using namespace longhaul;
 using namespace longhaul::testing;
@@ -94,10 +95,7 @@ TEST_CASE("e2e: an agent killed mid-round, the job continues with two and replic
 }
 
 TEST_CASE("e2e: each region on a host of its own, an agent killed mid-round, the other two finish", "[e2e][netns]") {
-  if (::geteuid() != 0) {
-    WARN("SKIPPED: network namespaces need root");
-    return;
-  }
+  SkipUnlessRoot("network namespaces");
   // Each agent in a network namespace with its own address: its loopback is its
   // own, so every endpoint a region advertises must be reachable from the others.
   RealCluster c("e2e-netns", {.netns = true});
@@ -119,10 +117,7 @@ TEST_CASE("e2e: each region on a host of its own, an agent killed mid-round, the
 TEST_CASE("e2e: a region's network cut and restored, each region on a host of its own: the job goes on "
           "without it, then it rejoins",
           "[e2e][netns]") {
-  if (::geteuid() != 0) {
-    WARN("SKIPPED: network namespaces need root");
-    return;
-  }
+  SkipUnlessRoot("network namespaces");
   // A partition, not a crash: every process of the region lives on, its
   // connections stall without a reset, and come back when the link does.
   RealCluster c("e2e-partition", {.netns = true});
@@ -207,10 +202,7 @@ TEST_CASE("e2e: longhaul demo runs both policies, prints the table and leaves no
 }
 
 TEST_CASE("e2e: longhaul demo --netns runs each region on a host of its own and removes the namespaces", "[e2e]") {
-  if (::geteuid() != 0) {
-    WARN("SKIPPED: network namespaces need root");
-    return;
-  }
+  SkipUnlessRoot("network namespaces");
   auto ours = [] {  // this run's namespaces are named longhaul-<pid % 100000>-<i>
     std::string list;
     RunCommand("ip netns list", &list);

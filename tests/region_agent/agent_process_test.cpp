@@ -22,12 +22,14 @@
 #include "longhaul/proto/frame.h"
 #include "longhaul/proto/job_defaults.h"
 #include "longhaul/session/checkpoint_path.h"
+#include "support/skip.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 
 namespace v1 = longhaul::v1;
 using longhaul::testing::ChildrenNamed;
 using longhaul::testing::FakeOrchestrator;
+using longhaul::testing::SkipUnlessRoot;
 using longhaul::testing::Subprocess;
 using longhaul::testing::TempDir;
 using namespace std::chrono_literals;
@@ -568,10 +570,7 @@ TEST_CASE("region_agent: agent with --wan-rate-mbit puts a link emulator in fron
 TEST_CASE("region_agent: agent with --run-as and limits runs a job's program as that user in a cgroup, away from "
           "the agent's key, and what it started dies with the job",
           "[agent][security]") {
-  if (::geteuid() != 0) {
-    WARN("not root: --run-as cannot be tested here");
-    return;
-  }
+  SkipUnlessRoot("--run-as");
   namespace wt = longhaul::wan_transport;
   const TempDir tmp("agent-run-as");
   const auto& dir = tmp.path();

@@ -19,11 +19,13 @@
 
 #include "agent_rig.h"
 #include "longhaul/orchestrator/region_netns.h"
+#include "support/skip.h"
 #include "support/slurm_cluster.h"
 #include "support/subprocess.h"
 #include "support/temp_dir.h"
 
 using longhaul::testing::ChildrenNamed;
+using longhaul::testing::SkipTest;
 using longhaul::testing::SlurmCluster;
 using longhaul::testing::TempDir;
 using namespace agent_rig;
@@ -81,10 +83,7 @@ std::string Rejection(FakeOrchestrator& orch, const std::filesystem::path& dir, 
 TEST_CASE("region_agent: slurm launcher runs a region's workers as a Slurm step, relaunches a cancelled one, "
           "reports Slurm's reason",
           "[agent][slurm]") {
-  if (const std::string why = SlurmCluster::Unavailable(); !why.empty()) {
-    WARN("SKIPPED: " << why);
-    return;
-  }
+  if (const std::string why = SlurmCluster::Unavailable(); !why.empty()) SkipTest(why);
   const TempDir tmp("slurm");
   const auto& dir = tmp.path();
   auto cluster = SlurmCluster::Start(dir / "cluster", 4);
@@ -180,10 +179,7 @@ TEST_CASE("region_agent: slurm launcher runs a region's workers as a Slurm step,
 
 TEST_CASE("region_agent: slurm launcher spreads a region's workers over two nodes, each on a host of its own",
           "[agent][slurm]") {
-  if (const std::string why = SlurmCluster::Unavailable(); !why.empty()) {
-    WARN("SKIPPED: " << why);
-    return;
-  }
+  if (const std::string why = SlurmCluster::Unavailable(); !why.empty()) SkipTest(why);
   const TempDir tmp("slurm-nodes");
   const auto& dir = tmp.path();
   // Two nodes, each in a network namespace with an address of its own; the

@@ -18,10 +18,12 @@
 #include "longhaul/region_agent/child_process.h"
 #include "longhaul/region_agent/launch_cgroup.h"
 #include "longhaul/region_agent/run_as.h"
+#include "support/skip.h"
 #include "support/temp_dir.h"
 
 using namespace longhaul;
 using namespace longhaul::region_agent;
+using longhaul::testing::SkipUnlessRoot;
 using longhaul::testing::TempDir;
 using namespace std::chrono_literals;
 
@@ -117,10 +119,7 @@ TEST_CASE("region_agent: a child that exits takes its process group down as it i
 
 TEST_CASE("region_agent: a child started with run_as has that user, no supplementary groups and no_new_privs",
           "[run_as]") {
-  if (::geteuid() != 0) {
-    WARN("not root: switching users cannot be tested here");
-    return;
-  }
+  SkipUnlessRoot("switching users");
   auto who = ParseRunAs("nobody:nogroup");
   REQUIRE(who.ok());
   SpawnOptions o;
@@ -158,10 +157,7 @@ TEST_CASE("region_agent: a child started with run_as has that user, no supplemen
 }
 
 TEST_CASE("region_agent: HandOver gives a folder to the workers' user without following a link", "[run_as]") {
-  if (::geteuid() != 0) {
-    WARN("not root: changing owners cannot be tested here");
-    return;
-  }
+  SkipUnlessRoot("changing owners");
   auto who = ParseRunAs("nobody:nogroup");
   REQUIRE(who.ok());
   const TempDir tmp("hand-over");
@@ -184,12 +180,9 @@ TEST_CASE("region_agent: HandOver gives a folder to the workers' user without fo
 
 namespace {
 
-// A cgroup root, or why none can be used here (not root, no hierarchy).
-std::optional<CgroupRoot> TestCgroupRoot() {
-  if (::geteuid() != 0) {
-    WARN("not root: cgroups cannot be tested here");
-    return std::nullopt;
-  }
+// The cgroup root; the case is skipped where it is not root.
+CgroupRoot TestCgroupRoot() {
+  SkipUnlessRoot("cgroups");
   auto root = CgroupRoot::Find();
   REQUIRE(root.ok());  // as root on Linux with cgroups mounted this must work
   return *root;
@@ -204,10 +197,9 @@ std::string Slurp(const std::filesystem::path& p) {
 
 TEST_CASE("region_agent: a launch cgroup holds its limits and ends a process that left its process group",
           "[run_as][cgroup]") {
-  auto root = TestCgroupRoot();
-  if (!root) return;
+  const CgroupRoot root = TestCgroupRoot();
   const std::string name = "longhaul-test-" + std::to_string(::getpid()) + "-escape";
-  auto cg = LaunchCgroup::Create(*root, name, {64u << 20, 16});
+  auto cg = LaunchCgroup::Create(root, name, {64u << 20, 16});
   REQUIRE(cg.ok());
   const auto dirs = (*cg)->dirs();
   std::string memory, pids;
@@ -247,9 +239,8 @@ TEST_CASE("region_agent: a launch cgroup holds its limits and ends a process tha
 }
 
 TEST_CASE("region_agent: a launch cgroup caps the number of processes", "[run_as][cgroup]") {
-  auto root = TestCgroupRoot();
-  if (!root) return;
-  auto cg = LaunchCgroup::Create(*root, "longhaul-test-" + std::to_string(::getpid()) + "-pids", {0, 4});
+  const CgroupRoot root = TestCgroupRoot();
+  auto cg = LaunchCgroup::Create(root, "longhaul-test-" + std::to_string(::getpid()) + "-pids", {0, 4});
   REQUIRE(cg.ok());
   // A program that forks until the cgroup refuses, says how far it got and
   // stays (a shell would exit at the refused fork, taking its group along).
@@ -305,12 +296,11 @@ TEST_CASE("region_agent: a worker's log that is a hard link elsewhere is neither
 TEST_CASE("region_agent: an empty launch cgroup left by an agent that died is made afresh, one with processes "
           "is refused",
           "[run_as][cgroup]") {
-  auto root = TestCgroupRoot();
-  if (!root) return;
+  const CgroupRoot root = TestCgroupRoot();
   const std::string name = "longhaul-test-" + std::to_string(::getpid()) + "-stale";
   // What a SIGKILLed agent leaves: the cgroup, its launch's process still in it
   // (`dead` is not destroyed while the next launch of its name is made).
-  auto dead = LaunchCgroup::Create(*root, name, {0, 16});
+  auto dead = LaunchCgroup::Create(root, name, {0, 16});
   REQUIRE(dead.ok());
   SpawnOptions o;
   o.program = "/bin/sh";
@@ -320,7 +310,7 @@ TEST_CASE("region_agent: an empty launch cgroup left by an agent that died is ma
   REQUIRE(orphan.ok());
   const auto dirs = (*dead)->dirs();
   // A process is in it: maybe another agent's, never killed; the launch fails, naming it.
-  auto busy = LaunchCgroup::Create(*root, name, {0, 16});
+  auto busy = LaunchCgroup::Create(root, name, {0, 16});
   REQUIRE_FALSE(busy.ok());
   CHECK_THAT(busy.status().message(), Catch::Contains("already holds processes " + std::to_string(orphan->pid())));
   CHECK_FALSE(Dead(orphan->pid()));
@@ -330,7 +320,7 @@ TEST_CASE("region_agent: an empty launch cgroup left by an agent that died is ma
   while (!(*dead)->Pids().empty() && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(10ms);  // the cgroup lets go of the killed process, bounded
   }
-  auto fresh = LaunchCgroup::Create(*root, name, {0, 16});
+  auto fresh = LaunchCgroup::Create(root, name, {0, 16});
   REQUIRE(fresh.ok());
   CHECK((*fresh)->Pids().empty());
   fresh->reset();

@@ -29,6 +29,31 @@ int RunSteps(session::Session& s, const session::SessionOptions& options, InnerS
   return 0;
 }
 
+Result<double> AsLoss(float loss) { return static_cast<double>(loss); }
+Result<double> AsLoss(Result<float> loss) {
+  LONGHAUL_ASSIGN_OR_RETURN(float l, std::move(loss));
+  return static_cast<double>(l);
+}
+
+// What the session needs from either trainer (host or device): its tensors, the
+// inner state a rollback restores, and the validation of theta.
+template <typename Trainer>
+session::StartOptions StartFor(Trainer& trainer, session::Session& s, const session::SessionOptions& options,
+                               InnerState& inner, double loss_floor) {
+  session::StartOptions start;
+  start.tensors = trainer.model().tensors();
+  start.inner = &inner;
+  start.loss_floor = loss_floor;
+  const int batches = options.validation_batches;
+  if (batches > 0) {
+    // The job's last round gives its headline figure: a larger held-out set.
+    start.validation = [&trainer, &s, batches, last = s.config().rounds](std::span<const float> theta) {
+      return AsLoss(trainer.ValidationLoss(theta, s.round() >= last ? batches * kFinalValidationFactor : batches));
+    };
+  }
+  return start;
+}
+
 #ifdef LONGHAUL_HAVE_CUDA
 // The region agreed on NCCL: parameters, gradient and AdamW's state on this
 // worker's GPU, the gradient all-reduce over the NCCL group; the session works
@@ -48,19 +73,8 @@ int RunOnDevice(session::Session& s, const session::SessionOptions& options, con
   }
   DeviceParameterMirror mirror(trainer, params);
   DeviceAdamWState adam(trainer);
-  session::StartOptions start;
-  start.tensors = trainer.model().tensors();
-  start.inner = &adam;
+  session::StartOptions start = StartFor(trainer, s, options, adam, loss_floor);
   start.mirror = &mirror;
-  start.loss_floor = loss_floor;
-  const int batches = options.validation_batches;
-  if (batches > 0) {
-    start.validation = [&trainer, &s, batches, last = s.config().rounds](std::span<const float> theta) -> Result<double> {
-      LONGHAUL_ASSIGN_OR_RETURN(
-          float loss, trainer.ValidationLoss(theta, s.round() >= last ? batches * kFinalValidationFactor : batches));
-      return static_cast<double>(loss);
-    };
-  }
   if (Status started = s.Start(params, std::move(start)); !started.ok()) return 2;
   std::vector<float> grad(s.syncs_gradients() ? params.size() : 0);
   return RunSteps(s, options, [&](uint64_t* tokens) -> Result<float> {
@@ -117,18 +131,9 @@ int RunBuiltinWorker(session::SessionOptions options) {
 #endif
   trainer::InnerTrainer trainer(topts, **data, s.group());
   AdamWState adam(trainer.optimizer());
-  session::StartOptions start;
-  start.tensors = trainer.model().tensors();
-  start.inner = &adam;
-  start.loss_floor = (*data)->LossFloor();
-  const int batches = options.validation_batches;
-  if (batches > 0) {
-    // The job's last round gives its headline figure: a larger held-out set.
-    start.validation = [&trainer, &s, batches, last = config.rounds](std::span<const float> theta) -> Result<double> {
-      return trainer.ValidationLoss(theta, s.round() >= last ? batches * kFinalValidationFactor : batches);
-    };
-  }
-  if (Status started = s.Start(trainer.model().params(), std::move(start)); !started.ok()) return 2;
+  if (Status started = s.Start(trainer.model().params(), StartFor(trainer, s, options, adam, (*data)->LossFloor()));
+      !started.ok())
+    return 2;
   return RunSteps(s, options, [&](uint64_t* tokens) -> Result<float> {
     const uint64_t tokens0 = trainer.tokens();
     LONGHAUL_ASSIGN_OR_RETURN(float loss, trainer.ComputeGradients());
