@@ -1,6 +1,6 @@
 // The relay behind LinkEmulator: one acceptor thread; per connection and
 // direction a reader thread (stamps each read with its release time) and a writer
-// thread (waits for the release time, then for the shared token bucket).
+// thread (waits for the release time, then for the direction's LinkPacer).
 #include "longhaul/wan_transport/link_emulator.h"
 
 #include <arpa/inet.h>
@@ -25,41 +25,34 @@
 
 #include <spdlog/spdlog.h>
 
+#include "link_pacer.h"
+
 namespace longhaul::wan_transport {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Debt-based token bucket: a taker pays at once and sleeps off any debt, so many
-// writers sharing it together never exceed the rate.
-class TokenBucket {
+// A direction's LinkPacer, shared by its writer threads: Take waits until the
+// bytes may be sent.
+class SharedPacer {
  public:
-  explicit TokenBucket(double rate) : rate_(rate), burst_(BurstFor(rate)), tokens_(burst_) {}
+  explicit SharedPacer(double rate) : pacer_(rate, Clock::now()) {}
   void SetRate(double rate) {
     std::lock_guard lock(mu_);
-    rate_ = rate;
-    burst_ = BurstFor(rate);
-    tokens_ = std::min(tokens_, burst_);
+    pacer_.SetRate(rate);
   }
-  void Take(size_t bytes) {
-    double wait_s;
+  void Take(size_t bytes, Clock::time_point ready) {
+    Clock::time_point at;
     {
       std::lock_guard lock(mu_);
-      if (rate_ <= 0) return;
-      auto now = Clock::now();
-      tokens_ = std::min(burst_, tokens_ + rate_ * std::chrono::duration<double>(now - last_).count());
-      last_ = now;
-      tokens_ -= static_cast<double>(bytes);
-      wait_s = tokens_ < 0 ? -tokens_ / rate_ : 0;
+      at = pacer_.Take(bytes, ready, Clock::now());
     }
-    if (wait_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
+    std::this_thread::sleep_until(at);
   }
 
  private:
-  static double BurstFor(double rate) { return std::max(16384.0, rate * 0.002); }
   std::mutex mu_;
-  double rate_, burst_, tokens_;
-  Clock::time_point last_ = Clock::now();
+  LinkPacer pacer_;
 };
 
 struct Segment {
@@ -298,7 +291,7 @@ class LinkEmulator::Impl {
     }
   }
 
-  void Write(int fd, Pipe& pipe, TokenBucket& bucket) {
+  void Write(int fd, Pipe& pipe, SharedPacer& pacer) {
     while (!stop_) {
       Segment s;
       {
@@ -315,7 +308,9 @@ class LinkEmulator::Impl {
       bool ok = !s.bytes.empty();
       for (size_t off = 0; ok && off < s.bytes.size(); off += 16384) {
         size_t n = std::min<size_t>(16384, s.bytes.size() - off);
-        bucket.Take(n);
+        // The whole segment could leave from its release on: time this thread
+        // lost since (woken late, preempted while writing) is made up (LinkPacer).
+        pacer.Take(n, s.release);
         ok = WriteAll(fd, s.bytes.data() + off, n);
       }
       {
@@ -336,7 +331,7 @@ class LinkEmulator::Impl {
   int listen_fd_ = -1;
   mutable std::mutex shape_mu_;
   LinkShape shape_;  // guarded by shape_mu_
-  TokenBucket up_, down_;
+  SharedPacer up_, down_;
   std::atomic<bool> stop_{false};
   std::thread acceptor_;
   std::mutex mu_;

@@ -1,7 +1,8 @@
 // LinkEmulator: a userspace TCP relay that makes a loopback path behave like a
 // WAN link (kernel netem is not available here). Every accepted connection is
 // relayed to `forward`; each direction delays bytes by delay (+- jitter, never
-// reordering bytes of a stream) and paces them with a token bucket shared by all
+// reordering bytes of a stream) and paces them with a LinkPacer (a token bucket
+// that keeps its rate when the relay's threads are scheduled late) shared by all
 // connections in that direction, so `rate` applies to the whole emulated link.
 // Used by the longhaul-linkem binary, tests and bench/wan. Reshape() changes
 // rate, delay and jitter while it runs (longhaul-linkem --control-file).
