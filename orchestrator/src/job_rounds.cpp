@@ -229,6 +229,7 @@ void Orchestrator::HandleRoundReport(const std::string& identity, const v1::Cont
   if (it == jobs_.end() || !it->second->active())
     return Reject("wrong_job", "round report from " + r.region() + " for job '" + r.job_id() + "', which is not active");
   Job& job = *it->second;
+  if (RecordLateFailure(job, r)) return;
   if (!job.attempt)
     return Reject("stale", "round report from " + r.region() + " for " + job.rec.id + " round " +
                                std::to_string(r.round()) + " epoch " + std::to_string(r.epoch()) +
@@ -251,6 +252,20 @@ void Orchestrator::HandleRoundReport(const std::string& identity, const v1::Cont
   if (r.comm_seconds() > 0 && r.wan_bytes_sent() > 0)
     job.region_rates[r.region()] = static_cast<double>(r.wan_bytes_sent()) / r.comm_seconds();
   DecideAttempt(job);
+}
+
+bool Orchestrator::RecordLateFailure(Job& job, const v1::RoundReport& r) {
+  if (r.ok() || !job.last_aborted || r.round() != job.last_aborted->round || r.epoch() != job.last_aborted->epoch ||
+      job.last_aborted->unreported.erase(r.region()) == 0)
+    return false;
+  // Saved with the job's next change, as for a failure within the attempt.
+  if (!r.error().worker_output().empty()) {
+    job.rec.worker_output = r.region() + " " + PrintableTail(r.error().worker_output(), kMaxWorkerOutputBytes);
+  }
+  Event(job, "region_failed",
+        "round " + std::to_string(r.round()) + " epoch " + std::to_string(r.epoch()) + " (reported after its abort): " +
+            r.region() + " failed: " + (r.error().message().empty() ? "no reason given" : r.error().message()));
+  return true;
 }
 
 void Orchestrator::DecideAttempt(Job& job) {
@@ -344,6 +359,9 @@ void Orchestrator::AbortAttempt(Job& job, const RoundDecision& d) {
   RoundAttempt a = std::move(*job.attempt);
   job.attempt.reset();
   spdlog::warn("{}: abort: {}", a.job_id, d.reason);
+  job.last_aborted = Job::AbortedAttempt{a.round, a.epoch, {}};
+  for (const auto& region : a.participants)
+    if (!a.reports.count(region)) job.last_aborted->unreported.insert(region);
   if (metrics_) metrics_->RoundAborted(a.job_id, d.kind);
   // Who is out of the next round, durable before the regions hear the abort.
   // The abort itself goes out whatever the write did: it makes nothing durable,

@@ -3,6 +3,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,15 @@ struct Orchestrator::Job {
   std::vector<JobMember> members;
   std::optional<RoundAttempt> attempt;
   int failed_attempts = 0;           // of the current round
+  // The last aborted attempt and its participants that had not reported: a
+  // failure report of theirs that arrives after the abort (it lost the race
+  // with the round's deadline) is still recorded, once (RecordLateFailure).
+  struct AbortedAttempt {
+    uint32_t round = 0;
+    uint64_t epoch = 0;
+    std::set<std::string> unreported;
+  };
+  std::optional<AbortedAttempt> last_aborted;
   Clock::TimePoint phase_since{};    // entered scheduled / last commit / paused
   Clock::TimePoint restored_at{};
   bool restored = false;             // loaded from the store, regions not all confirmed yet

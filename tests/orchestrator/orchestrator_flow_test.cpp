@@ -97,6 +97,53 @@ TEST_CASE("a job runs through its rounds, a silent region is dropped, the round 
   CHECK(rounds[1].param_hash == "h2");
 }
 
+TEST_CASE("flow: a region's failure that arrives just after the round's deadline aborted it is still recorded, once",
+          "[orchestrator]") {
+  // The agent names a hung worker (with its output) at the round timeout; the
+  // orchestrator's deadline, equally long, may abort the round first.
+  Rig rig("late-failure");
+  const std::string job = StartJob(rig, 2);
+  rig.Report(job, 1, 1, "a", "id-a", "h1");
+  rig.Report(job, 1, 1, "b", "id-b", "h1");
+  rig.Pass(5100ms, kAll, {job});
+  const auto aborted = rig.store().LoadEvents(job, 50);
+  REQUIRE(aborted.ok());
+  REQUIRE(std::any_of(aborted->begin(), aborted->end(), [](const auto& e) { return e.kind == "round_aborted"; }));
+  rig.Take();
+  auto failed = [&](uint64_t epoch, bool ok) {
+    v1::ControlMessage m;
+    auto* r = m.mutable_round_report();
+    r->set_job_id(job);
+    r->set_round(1);
+    r->set_epoch(epoch);
+    r->set_region("c");
+    r->set_ok(ok);
+    if (ok) r->set_param_hash("h1");
+    r->mutable_error()->set_message("worker(s) 0 sent no round report within 5 s (hung?)");
+    r->mutable_error()->set_worker_output("waiting on a lock nobody releases\n");
+    rig.Send("id-c", m);
+  };
+  auto region_failed = [&] {
+    const auto events = rig.store().LoadEvents(job, 50);
+    REQUIRE(events.ok());
+    std::vector<std::string> out;
+    for (const auto& e : *events)
+      if (e.kind == "region_failed") out.push_back(e.message);
+    return out;
+  };
+  failed(1, true);  // a success after the abort says nothing worth keeping
+  CHECK(region_failed().empty());
+  failed(1, false);
+  REQUIRE(region_failed() == std::vector<std::string>{
+                                 "round 1 epoch 1 (reported after its abort): c failed: worker(s) 0 sent no round "
+                                 "report within 5 s (hung?)"});
+  CHECK_THAT(rig.o().JobStatusOf(job, PeerKey{}).value().worker_output(), Catch::Contains("nobody releases"));
+  failed(1, false);  // once per region and attempt
+  failed(2, false);  // an epoch that was not aborted: stale as before
+  CHECK(region_failed().size() == 1);
+  CHECK(Starts(rig.Take()).empty());  // nothing else changes
+}
+
 TEST_CASE("flow: regions assigned again before any round committed hold theta(0): round 1 never waits for a bootstrap",
           "[orchestrator]") {
   Rig rig("round1");

@@ -152,6 +152,9 @@ class Orchestrator {
   // restore is under way or was just begun.
   bool RestoreFromCheckpoint(Job& job, const std::vector<JobMemberView>& views);
   void HandleRoundReport(const std::string& identity, const v1::ControlMessage& msg);
+  // True when `r` is a failure of the job's last aborted attempt from a region
+  // that had not reported: its reason and worker output are recorded.
+  bool RecordLateFailure(Job& job, const v1::RoundReport& r);
   void DecideAttempt(Job& job);
   void CommitAttempt(Job& job, const RoundDecision& decision);
   void AbortAttempt(Job& job, const RoundDecision& decision);
