@@ -9,8 +9,8 @@
 // region's CU over rounds 2..R-1, the final validation loss and the job's time
 // (first round's start to last commit), per seed and their mean: the
 // time-budgeted job runs twice the rounds, in about the fixed job's time (its
-// rounds are the fast regions' H steps, not the slow one's). --check: exit 3 unless, in every
-// time-budgeted round after the first, the slow region ran fewer steps than
+// rounds are the fast regions' H steps, not the slow one's). --check: exit 3 unless, over the
+// time-budgeted rounds after the first, the slow region ran fewer steps than
 // each other region (the test suite runs it so, at a 4x throttle).
 #include <CLI/CLI.hpp>
 
@@ -101,8 +101,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(100, 10000));
   app.add_option("--seeds", o.seeds, "model and data seeds 1..N, both modes each")->check(CLI::Range(1, 100));
   app.add_flag("--wan", o.wan, "linkem links with the bench's WAN profiles instead of loopback");
-  app.add_flag("--check", o.check, "exit 3 unless every time-budgeted round after the first ran fewer steps in "
-                                   "the slow region than in each other");
+  app.add_flag("--check", o.check, "exit 3 unless, over the time-budgeted rounds after the first, the slow "
+                                   "region ran fewer steps than each other");
   app.add_option("--job-timeout-s", o.job_timeout_s, "give up on a job after this long");
   CLI11_PARSE(app, argc, argv);
   orch::LocalClusterOptions co = bench::BenchClusterOptions(3, "uneven", orch::DefaultBinDir(argv[0]));
@@ -152,18 +152,26 @@ int main(int argc, char** argv) {
       }
       results[budgeted].push_back({RegionCu(rounds), rounds.back().val_loss, Elapsed(rounds).back()});
       if (o.check && budgeted) {
+        // Over the rounds after the first, not round by round: a fast region
+        // stalled for a moment in one round (a loaded machine) rightly runs
+        // fewer steps in it.
+        std::map<std::string, uint64_t> steps;
         for (const auto& round : rounds) {
           if (round.round < 2) continue;
-          uint32_t slow_steps = 0, fewest_fast = UINT32_MAX;
-          for (const auto& g : round.regions) {
-            if (g.region == o.slow_region) slow_steps = g.inner_steps;
-            else fewest_fast = std::min(fewest_fast, g.inner_steps);
-          }
-          if (round.regions.size() != 3 || slow_steps == 0 || slow_steps >= fewest_fast) {
-            std::fprintf(stderr, "bench_uneven: time-budgeted round %u: %s ran %u steps, the others at least %u\n",
-                         round.round, o.slow_region.c_str(), slow_steps, fewest_fast);
+          for (const auto& g : round.regions) steps[g.region] += g.inner_steps;
+          if (round.regions.size() != 3) {
+            std::fprintf(stderr, "bench_uneven: time-budgeted round %u had %zu regions, not 3\n", round.round,
+                         round.regions.size());
             return 3;
           }
+        }
+        const uint64_t slow_steps = steps.count(o.slow_region) ? steps.at(o.slow_region) : 0;
+        for (const auto& [region, n] : steps) {
+          if (region == o.slow_region || (slow_steps > 0 && slow_steps < n)) continue;
+          std::fprintf(stderr, "bench_uneven: time-budgeted rounds 2..%zu: %s ran %lu steps, %s %lu\n", rounds.size(),
+                       o.slow_region.c_str(), static_cast<unsigned long>(slow_steps), region.c_str(),
+                       static_cast<unsigned long>(n));
+          return 3;
         }
       }
     }

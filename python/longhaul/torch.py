@@ -154,7 +154,7 @@ def bind_optimizer_state(optimizer, tensors, params, numel):
                 step = state.get("step", 0)
                 # Fused and capturable Adam keep their step counter with the parameter.
                 on_param = group.get("fused") or group.get("capturable")
-                state["step"] = torch.tensor(float(step), device=p.device if on_param else None)
+                state["step"] = torch.tensor(float(step), device=p.device if on_param else "cpu")
                 for name, flat in zip(names, flats):
                     view = flat[offset:offset + n].view(shape)
                     if name in state:
@@ -347,6 +347,7 @@ class DiLoCo:
     def load_state_dict(self, state):
         """Loads a state_dict() before a round's first inner step. Every region must
         load the same state (the next commit checks that replicas agree)."""
-        theta = state["theta"].detach().to(torch.float32).contiguous()
-        outer = state["outer_state"].detach().to(torch.float32).contiguous()
+        # Host memory for the worker library, wherever the state was loaded to.
+        theta = state["theta"].detach().to("cpu", torch.float32).contiguous()
+        outer = state["outer_state"].detach().to("cpu", torch.float32).contiguous()
         self._session.load_state(theta.data_ptr(), theta.numel(), outer.data_ptr(), outer.numel())

@@ -1,5 +1,5 @@
 // bench_uneven --check: time-budgeted rounds through the real processes (a
-// region throttled to a quarter of its speed runs fewer steps in every round,
+// region throttled to a quarter of its speed runs fewer steps over the rounds,
 // every commit with the regions' hashes agreeing), and the bench's table.
 #include <catch2/catch.hpp>
 
@@ -11,7 +11,7 @@
 using namespace longhaul::testing;
 using namespace std::chrono_literals;
 
-TEST_CASE("bench: bench_uneven --check runs fewer steps in the slow region of every time-budgeted round",
+TEST_CASE("bench: bench_uneven --check runs fewer steps in the slow region over the time-budgeted rounds",
           "[bench][budget]") {
   // Steps of about 10 ms (batch 1024): with the tiny preset's 1 ms steps a
   // round's budget was 0.1 s, and on a loaded machine one scheduling delay of

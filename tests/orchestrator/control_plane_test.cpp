@@ -329,8 +329,8 @@ TEST_CASE("an agent that restarts while the job starts gets the job again at onc
   CHECK(st.state() == "succeeded");
 }
 
-TEST_CASE("the real orchestrator dies at a state write of each kind, before and after its COMMIT: restarted, it "
-          "loses no acknowledged job and applies no round twice",
+TEST_CASE("crash sweep: the real orchestrator dies at a state write of each kind, before and after its COMMIT, "
+          "and restarted it loses no acknowledged job and applies no round twice",
           "[control_plane][crash_sweep]") {
   // The process complement of crash_sweep_test.cpp (every write, in-process):
   // here the real binary _Exits inside the write hook (--crash-at-write), the

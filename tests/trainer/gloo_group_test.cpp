@@ -6,8 +6,11 @@
 #include <thread>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
+#include <limits>
 
+#include "longhaul/trainer/data.h"
 #include "longhaul/trainer/intra_region.h"
 #include "longhaul/trainer/trainer.h"
 #include "support/temp_dir.h"
@@ -175,4 +178,28 @@ TEST_CASE("trainer: gloo group rendezvous through a RendezvousStore instead of a
   auto failed = MakeGlooGroup(lonely);
   REQUIRE_FALSE(failed.ok());
   CHECK(failed.status().message().find("not set within") != std::string::npos);
+}
+
+TEST_CASE("trainer: a rank whose loss is not finite still joins the gradient all-reduce, and every rank's step "
+          "fails alike",
+          "[trainer][gloo]") {
+  // Before: the rank checked its own loss first and returned, and its peer
+  // waited in the all-reduce for the group's whole timeout (10 s here).
+  const auto start = std::chrono::steady_clock::now();
+  const auto errors = RunRanks(2, "nan-loss", [](IntraRegionGroup& g) -> std::string {
+    DataOptions data;
+    data.seed = 3;
+    auto source = MakeDataSource(data, 0, 1, static_cast<uint32_t>(g.rank()), 2);
+    if (!source.ok()) return source.status().ToString();
+    InnerTrainer trainer(TrainerOptions{*ModelPreset("tiny"), {}, 8, 1}, **source, g);
+    if (g.rank() == 1) {
+      for (float& p : trainer.model().params()) p = std::numeric_limits<float>::quiet_NaN();
+    }
+    auto step = trainer.ComputeGradients();
+    if (step.ok()) return "the step succeeded";
+    if (step.status().code() != StatusCode::kDataLoss) return "not DataLoss: " + step.status().ToString();
+    return "";
+  });
+  CHECK(errors == std::vector<std::string>{"", ""});
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
 }

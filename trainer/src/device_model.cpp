@@ -35,6 +35,8 @@ struct DeviceByteLM::Impl {
   DeviceArray<uint8_t> inputs, targets;
 
   ~Impl() {
+    // On this model's device, whatever the destroying thread's current one is.
+    (void)cudaSetDevice(device);
     if (handle) cublasDestroy(handle);
   }
   // Every public call runs on this model's device, whatever the thread's current one.

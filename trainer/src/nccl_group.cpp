@@ -165,7 +165,8 @@ Result<std::unique_ptr<IntraRegionGroup>> MakeNcclGroup(const NcclGroupOptions& 
   if ((e = cudaStreamCreateWithFlags(&stream, cudaStreamDefault)) != cudaSuccess)
     return CudaError("create stream", e);
   float* scratch = nullptr;
-  if ((e = cudaMalloc(&scratch, sizeof(float))) != cudaSuccess) {
+  if ((e = cudaMalloc(&scratch, sizeof(float))) != cudaSuccess || (e = cudaMemset(scratch, 0, sizeof(float))) != cudaSuccess) {
+    cudaFree(scratch);
     cudaStreamDestroy(stream);
     return CudaError("malloc", e);
   }

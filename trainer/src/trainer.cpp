@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <exception>
+#include <limits>
 #include <string>
 
 #include "flush_subnormals.h"
@@ -39,13 +40,20 @@ Result<float> InnerTrainer::ComputeGradients() {
   const FlushSubnormals flush;
   const Batch batch = data_.NextTrain(options_.batch_size, options_.model.context);
   const size_t n = model_.num_params();
+  Status computed;
   try {
     grad_[n] = model_.ForwardBackward(batch, std::span<float>(grad_).first(n));
   } catch (const std::exception& e) {  // e.g. a cuBLAS engine failing
-    return Internal(std::string("forward/backward: ") + e.what());
+    computed = Internal(std::string("forward/backward: ") + e.what());
+    grad_[n] = std::numeric_limits<float>::quiet_NaN();
   }
+  // The other ranks wait in the all-reduce: every rank joins it, even one whose
+  // step failed (with a NaN loss), and the loss is checked after it, on the
+  // region's mean, so every rank's step fails alike.
+  const Status reduced = group_.AllReduceMean(grad_).WithContext("gradient all-reduce");
+  LONGHAUL_RETURN_IF_ERROR(computed);
+  LONGHAUL_RETURN_IF_ERROR(reduced);
   LONGHAUL_RETURN_IF_ERROR(CheckTrainingLoss(grad_[n], optimizer_.step() + 1));
-  LONGHAUL_RETURN_IF_ERROR(group_.AllReduceMean(grad_).WithContext("gradient all-reduce"));
   tokens_ += static_cast<uint64_t>(options_.batch_size);
   return grad_[n];
 }

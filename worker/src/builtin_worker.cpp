@@ -1,6 +1,8 @@
 #include "longhaul/worker/builtin_worker.h"
 
+#include <algorithm>
 #include <iostream>
+#include <limits>
 #include <vector>
 
 #include "device_state.h"
@@ -13,12 +15,19 @@ namespace longhaul::worker {
 namespace {
 
 // The session's round loop around one inner step each time round: `step`
-// returns the region's loss, or the step's failure (the round then fails).
-template <typename InnerStep>
-int RunSteps(session::Session& s, const session::SessionOptions& options, InnerStep step) {
+// returns the region's loss, or the step's failure (the round then fails). A
+// failure that `fatal` says this worker cannot go on from ends it (exit 1): the
+// agent then relaunches the region's workers.
+template <typename InnerStep, typename Fatal>
+int RunSteps(session::Session& s, const session::SessionOptions& options, InnerStep step, Fatal fatal) {
   while (!s.finished()) {
     uint64_t tokens = 0;
     auto loss = step(&tokens);
+    if (!loss.ok() && fatal(loss.status())) {
+      std::cerr << "worker " << options.rank << " of region " << options.region
+                << " cannot go on: " << loss.status().ToString() << "\n";
+      return 1;
+    }
     auto event = loss.ok() ? s.Step(*loss, tokens) : s.FailRound(loss.status());
     if (!event.ok()) {
       std::cerr << "worker " << options.rank << " of region " << options.region << ": " << event.status().ToString()
@@ -77,19 +86,32 @@ int RunOnDevice(session::Session& s, const session::SessionOptions& options, con
   start.mirror = &mirror;
   if (Status started = s.Start(params, std::move(start)); !started.ok()) return 2;
   std::vector<float> grad(s.syncs_gradients() ? params.size() : 0);
-  return RunSteps(s, options, [&](uint64_t* tokens) -> Result<float> {
-    const uint64_t tokens0 = trainer.tokens();
-    LONGHAUL_ASSIGN_OR_RETURN(float loss, trainer.ComputeGradients());
-    if (s.syncs_gradients()) {  // kind sync: the mean over regions goes through the host
-      LONGHAUL_RETURN_IF_ERROR(trainer.DownloadGradient(grad));
-      (void)s.SyncGradients(grad);  // a failure ends the round at Step()
-      LONGHAUL_RETURN_IF_ERROR(trainer.UploadGradient(grad));
-    }
-    LONGHAUL_RETURN_IF_ERROR(trainer.ApplyGradients());
-    LONGHAUL_RETURN_IF_ERROR(adam.TakeFailure());
-    *tokens = trainer.tokens() - tokens0;
-    return loss;
-  });
+  // A non-finite loss fails every rank's step alike (it is checked after the
+  // all-reduce), and the round is retried. Any other failure (a copy, a kernel,
+  // the NCCL group timing out) is this rank's alone: its peers go on to the next
+  // all-reduce without it, and an aborted NCCL group is not formed again, so
+  // the worker ends and the agent relaunches the region.
+  auto fatal = [](const Status& why) { return why.code() != StatusCode::kDataLoss; };
+  return RunSteps(
+      s, options,
+      [&](uint64_t* tokens) -> Result<float> {
+        const uint64_t tokens0 = trainer.tokens();
+        LONGHAUL_ASSIGN_OR_RETURN(float loss, trainer.ComputeGradients());
+        if (s.syncs_gradients()) {  // kind sync: the mean over regions goes through the host
+          // The whole region takes part in the mean: a rank whose gradient did
+          // not come down joins with NaN (every rank's round then fails), then says why.
+          const Status down = trainer.DownloadGradient(grad);
+          if (!down.ok()) std::fill(grad.begin(), grad.end(), std::numeric_limits<float>::quiet_NaN());
+          (void)s.SyncGradients(grad);  // a failure ends the round at Step()
+          LONGHAUL_RETURN_IF_ERROR(down);
+          LONGHAUL_RETURN_IF_ERROR(trainer.UploadGradient(grad));
+        }
+        LONGHAUL_RETURN_IF_ERROR(trainer.ApplyGradients());
+        LONGHAUL_RETURN_IF_ERROR(adam.TakeFailure());
+        *tokens = trainer.tokens() - tokens0;
+        return loss;
+      },
+      fatal);
 }
 #endif
 
@@ -134,14 +156,19 @@ int RunBuiltinWorker(session::SessionOptions options) {
   if (Status started = s.Start(trainer.model().params(), StartFor(trainer, s, options, adam, (*data)->LossFloor()));
       !started.ok())
     return 2;
-  return RunSteps(s, options, [&](uint64_t* tokens) -> Result<float> {
-    const uint64_t tokens0 = trainer.tokens();
-    LONGHAUL_ASSIGN_OR_RETURN(float loss, trainer.ComputeGradients());
-    (void)s.SyncGradients(trainer.gradient());  // kind sync; a failure ends the round at Step()
-    trainer.ApplyGradients();
-    *tokens = trainer.tokens() - tokens0;
-    return loss;
-  });
+  // Every failure of a host step is the region's alike (InnerTrainer joins the
+  // all-reduce before it checks): the round fails and is retried.
+  return RunSteps(
+      s, options,
+      [&](uint64_t* tokens) -> Result<float> {
+        const uint64_t tokens0 = trainer.tokens();
+        LONGHAUL_ASSIGN_OR_RETURN(float loss, trainer.ComputeGradients());
+        (void)s.SyncGradients(trainer.gradient());  // kind sync; a failure ends the round at Step()
+        trainer.ApplyGradients();
+        *tokens = trainer.tokens() - tokens0;
+        return loss;
+      },
+      [](const Status&) { return false; });
 }
 
 }  // namespace longhaul::worker

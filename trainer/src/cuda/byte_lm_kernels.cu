@@ -14,6 +14,11 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kVocab = 256;
 
+// Forgets an earlier call's error (a cudaMalloc that failed, say), so that
+// Launched reports this launch's own; a faulted kernel's error is sticky and
+// still shows.
+void Clear() { (void)cudaGetLastError(); }
+
 std::string Launched(const char* what) {
   const cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess) return "";
@@ -116,54 +121,64 @@ __global__ void AdamWKernel(float* p, const float* g, float* m, float* v, size_t
 
 std::string EmbedGather(const float* embed, const uint8_t* inputs, int B, int batch_context, int C, int E,
                         float* out) {
+  Clear();
   EmbedGatherKernel<<<Blocks(static_cast<size_t>(B) * C * E), kThreads>>>(embed, inputs, B, batch_context, C, E, out);
   return Launched("embed gather");
 }
 
 std::string BroadcastRows(const float* bias, int rows, int cols, float* out) {
+  Clear();
   BroadcastRowsKernel<<<Blocks(static_cast<size_t>(rows) * cols), kThreads>>>(bias, rows, cols, out);
   return Launched("broadcast rows");
 }
 
 std::string Gelu(float* z, float* a, size_t n, bool keep_grad) {
+  Clear();
   GeluKernel<<<Blocks(n), kThreads>>>(z, a, n, keep_grad);
   return Launched("gelu");
 }
 
 std::string SoftmaxCrossEntropy(float* logits, const uint8_t* targets, int B, double* row_loss) {
+  Clear();
   SoftmaxCrossEntropyKernel<<<static_cast<unsigned>(B), kVocab>>>(logits, targets, row_loss);
   return Launched("softmax cross-entropy");
 }
 
 std::string MeanLoss(const double* row_loss, int B, float* out) {
+  Clear();
   MeanLossKernel<<<1, 1>>>(row_loss, B, out);
   return Launched("mean loss");
 }
 
 std::string SoftmaxGradient(float* probs, const uint8_t* targets, int B) {
+  Clear();
   SoftmaxGradientKernel<<<Blocks(static_cast<size_t>(B) * kVocab), kThreads>>>(probs, targets, B,
                                                                                 1.0f / static_cast<float>(B));
   return Launched("softmax gradient");
 }
 
 std::string ColumnSums(const float* m, int rows, int cols, float* out) {
+  Clear();
   ColumnSumsKernel<<<Blocks(static_cast<size_t>(cols)), kThreads>>>(m, rows, cols, out);
   return Launched("column sums");
 }
 
 std::string MultiplyInPlace(float* a, const float* b, size_t n) {
+  Clear();
   MultiplyInPlaceKernel<<<Blocks(n), kThreads>>>(a, b, n);
   return Launched("multiply");
 }
 
 std::string EmbedGradient(const float* delta, const uint8_t* inputs, int B, int batch_context, int C, int E,
                           float* g_embed) {
+  Clear();
   EmbedGradientKernel<<<Blocks(static_cast<size_t>(kVocab) * E), kThreads>>>(delta, inputs, B, batch_context, C, E,
                                                                              g_embed);
   return Launched("embedding gradient");
 }
 
 std::string AdamWStep(float* params, const float* grad, float* m, float* v, size_t n, math::AdamWScalars s) {
+  Clear();
   AdamWKernel<<<Blocks(n), kThreads>>>(params, grad, m, v, n, s);
   return Launched("adamw");
 }
