@@ -22,11 +22,13 @@ Result<std::unique_ptr<ControlClient>> ControlClient::Connect(ControlClientOptio
       if (c->options_.server_public_key.empty())
         return InvalidArgument("no orchestrator public key given (--server-key or LONGHAUL_SERVER_KEY)");
       wan_transport::MakeCurveClient(*c->socket_, c->options_.own_keys, c->options_.server_public_key);
-      // The monitor tells a refused key (handshake failed) from a silent peer.
+      // The monitor tells a refused key (handshake failed) from a silent peer,
+      // and a later handshake that succeeds (the orchestrator restarted, or
+      // died in the middle of one) from a refusal that lasts.
       const std::string mon = "inproc://longhaul-client-monitor-" + std::to_string(++g_monitor_seq);
       if (zmq_socket_monitor(c->socket_->handle(), mon.c_str(),
                              ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                                 ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0) {
+                                 ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) == 0) {
         c->monitor_ = std::make_unique<zmq::socket_t>(c->ctx_, zmq::socket_type::pair);
         c->monitor_->set(zmq::sockopt::linger, 0);
         c->monitor_->connect(mon);
@@ -55,6 +57,7 @@ Status ControlClient::CheckRefused() {
       if (event & (ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                    ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL))
         auth_failed_ = true;
+      if (event & ZMQ_EVENT_HANDSHAKE_SUCCEEDED) auth_failed_ = false;
     }
     while (ev.more() && monitor_->recv(ev, zmq::recv_flags::dontwait)) {
     }

@@ -2,13 +2,20 @@
 // (threads) and the real `longhaul` CLI binary.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "harness.h"
 #include "longhaul/orchestrator/cli.h"
@@ -390,6 +397,50 @@ TEST_CASE("a wrong-key agent and a wrong-key CLI are refused", "[control_plane]"
   CHECK_FALSE(intruder.registered());
   std::string cli_out;
   CHECK(RunCommand(kBin + "/longhaul" + c.CliFlags("intruder") + " jobs", &cli_out) == 3);
+}
+
+TEST_CASE("an agent whose handshake broke off (the orchestrator died in it) hears the orchestrator that comes back",
+          "[control_plane]") {
+  // One failed CURVE handshake made a client deaf for good: every later receive
+  // said "refused our key", though its next handshake succeeded (the crash
+  // sweep saw agents re-register for 40 s without hearing a reply). Here a
+  // listener that drops every connection stands for an orchestrator dying in
+  // the handshake, then the orchestrator comes back on its port.
+  Cluster c("cp-handshake");
+  c.StartOrchestrator();
+  const std::string port = c.ep.control.substr(c.ep.control.rfind(':') + 1);
+  c.orchestrator.Kill();
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(listener >= 0);
+  const int one = 1;
+  ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(port)));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(listener, 16) == 0);
+  std::atomic<bool> dropping{true};
+  std::thread dropper([&] {
+    while (dropping) {
+      pollfd p{listener, POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) continue;
+      const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) ::close(fd);
+    }
+  });
+  FakeAgent agent({"eu-west", c.ep.control, c.dir / "keys/eu-west.key", c.ep.public_key, 50ms, 100ms});
+  const auto broken_by = std::chrono::steady_clock::now() + 15s;
+  while (agent.last_error().code() != StatusCode::kPermissionDenied && std::chrono::steady_clock::now() < broken_by)
+    std::this_thread::sleep_for(20ms);
+  dropping = false;
+  dropper.join();
+  ::close(listener);
+  REQUIRE(agent.last_error().code() == StatusCode::kPermissionDenied);  // the handshake failed
+  c.StartOrchestrator("tcp://127.0.0.1:" + port);
+  const auto registered_by = std::chrono::steady_clock::now() + 15s;
+  while (!agent.registered() && std::chrono::steady_clock::now() < registered_by) std::this_thread::sleep_for(20ms);
+  CHECK(agent.registered());
 }
 
 TEST_CASE("the CLI's exit codes: bad job file 2 (with its line), unreachable 3, usage 2", "[control_plane]") {

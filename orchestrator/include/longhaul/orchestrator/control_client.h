@@ -52,7 +52,7 @@ class ControlClient {
   std::unique_ptr<zmq::socket_t> socket_;
   std::unique_ptr<zmq::socket_t> monitor_;
   uint64_t next_request_id_ = 1;
-  bool auth_failed_ = false;
+  bool auth_failed_ = false;  // the last CURVE handshake failed (none has succeeded since)
 };
 
 }  // namespace longhaul::orchestrator
