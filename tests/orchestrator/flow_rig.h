@@ -169,6 +169,24 @@ inline int Count(const std::vector<Sent>& sent, v1::ControlMessage::BodyCase bod
   return n;
 }
 
+// The identities `sent` assigns a job to, in order.
+inline std::vector<std::string> AssignedTo(const std::vector<Sent>& sent) {
+  std::vector<std::string> out;
+  for (const auto& s : sent)
+    if (s.msg.has_job_assignment()) out.push_back(s.to);
+  return out;
+}
+
+// The messages of the job's events of `kind`, as the store keeps them.
+inline std::vector<std::string> EventMessages(Rig& rig, const std::string& job, const std::string& kind) {
+  const auto events = rig.store().LoadEvents(job, 1000);
+  REQUIRE(events.ok());
+  std::vector<std::string> out;
+  for (const auto& e : *events)
+    if (e.kind == kind) out.push_back(e.message);
+  return out;
+}
+
 inline const std::vector<std::pair<std::string, std::string>> kAll = {{"a", "id-a"}, {"b", "id-b"}, {"c", "id-c"}};
 
 // Every region reports each link to the others at this rate and round trip.

@@ -106,9 +106,7 @@ TEST_CASE("flow: a region's failure that arrives just after the round's deadline
   rig.Report(job, 1, 1, "a", "id-a", "h1");
   rig.Report(job, 1, 1, "b", "id-b", "h1");
   rig.Pass(5100ms, kAll, {job});
-  const auto aborted = rig.store().LoadEvents(job, 50);
-  REQUIRE(aborted.ok());
-  REQUIRE(std::any_of(aborted->begin(), aborted->end(), [](const auto& e) { return e.kind == "round_aborted"; }));
+  REQUIRE_FALSE(EventMessages(rig, job, "round_aborted").empty());
   rig.Take();
   auto failed = [&](uint64_t epoch, bool ok) {
     v1::ControlMessage m;
@@ -123,14 +121,7 @@ TEST_CASE("flow: a region's failure that arrives just after the round's deadline
     r->mutable_error()->set_worker_output("waiting on a lock nobody releases\n");
     rig.Send("id-c", m);
   };
-  auto region_failed = [&] {
-    const auto events = rig.store().LoadEvents(job, 50);
-    REQUIRE(events.ok());
-    std::vector<std::string> out;
-    for (const auto& e : *events)
-      if (e.kind == "region_failed") out.push_back(e.message);
-    return out;
-  };
+  auto region_failed = [&] { return EventMessages(rig, job, "region_failed"); };
   failed(1, true);  // a success after the abort says nothing worth keeping
   CHECK(region_failed().empty());
   failed(1, false);
@@ -185,14 +176,8 @@ TEST_CASE("flow: an agent restarted while its job starts is assigned the job aga
   // first may have gone to the one it dropped: a region partitioned from the
   // orchestrator for a second never rejoined its job), not a new launch.
   rig.Register("c", "id-c-again", {}, "session-id-c");
-  auto again = rig.Take();
-  REQUIRE(Count(again, v1::ControlMessage::kJobAssignment) == 1);
-  for (const auto& s : again)
-    if (s.msg.has_job_assignment()) CHECK(s.to == "id-c-again");
-  const auto reconnected = rig.store().LoadEvents(job, 50);
-  REQUIRE(reconnected.ok());
-  CHECK_FALSE(std::any_of(reconnected->begin(), reconnected->end(),
-                          [](const auto& e) { return e.kind == "region_restarted"; }));
+  CHECK(AssignedTo(rig.Take()) == std::vector<std::string>{"id-c-again"});
+  CHECK(EventMessages(rig, job, "region_restarted").empty());
   // A ready region reconnecting has nothing to answer: nothing is sent.
   rig.Register("a", "id-a", {}, "session-id-a");
   CHECK(Count(rig.Take(), v1::ControlMessage::kJobAssignment) == 0);
@@ -200,13 +185,8 @@ TEST_CASE("flow: an agent restarted while its job starts is assigned the job aga
   // c's agent dies and systemd restarts it within the heartbeat-miss window: a
   // new session. The job is assigned to it at once, not after the round timeout.
   rig.Register("c", "id-c2");
-  auto sent = rig.Take();
-  REQUIRE(Count(sent, v1::ControlMessage::kJobAssignment) == 1);
-  for (const auto& s : sent)
-    if (s.msg.has_job_assignment()) CHECK(s.to == "id-c2");
-  const auto events = rig.store().LoadEvents(job, 50);
-  REQUIRE(events.ok());
-  CHECK(std::any_of(events->begin(), events->end(), [](const auto& e) { return e.kind == "region_restarted"; }));
+  CHECK(AssignedTo(rig.Take()) == std::vector<std::string>{"id-c2"});
+  CHECK_FALSE(EventMessages(rig, job, "region_restarted").empty());
   rig.Ready(job, "c", "id-c2");
   auto starts = Starts(rig.Take());
   REQUIRE(starts.size() == 3);
@@ -220,9 +200,7 @@ TEST_CASE("flow: an agent restarted mid-round is assigned the job again at once 
   const std::string job = StartJob(rig, 3);
   rig.Register("c", "id-c2");  // c's agent restarted: its launch is gone
   auto sent = rig.Take();
-  REQUIRE(Count(sent, v1::ControlMessage::kJobAssignment) == 1);
-  for (const auto& s : sent)
-    if (s.msg.has_job_assignment()) CHECK(s.to == "id-c2");
+  CHECK(AssignedTo(sent) == std::vector<std::string>{"id-c2"});
   auto starts = Starts(sent);  // round 1 retried at once with the two that still run it
   REQUIRE(starts.size() == 2);
   CHECK(starts["id-a"].round() == 1);
@@ -347,9 +325,7 @@ TEST_CASE("flow: a refused checkpoint is not tried again: the next region's is",
     if (to[i] == "id-b2") CHECK(assigned[i].checkpoint_path() == "/ckpt/b-1");
   }
   CHECK(std::count(to.begin(), to.end(), "id-b2") == 1);
-  const auto events = rig.store().LoadEvents(job, 100);
-  REQUIRE(events.ok());
-  CHECK(std::any_of(events->begin(), events->end(), [](const auto& e) { return e.kind == "restore_refused"; }));
+  CHECK_FALSE(EventMessages(rig, job, "restore_refused").empty());
 }
 
 TEST_CASE("flow: without checkpoints a job whose regions all lost the state stays paused and says why",
@@ -691,12 +667,9 @@ TEST_CASE("flow: an adaptive job re-plans from measured links, says why, and kee
   status = rig.o().JobStatusOf(job).value();
   CHECK(status.replans() == 1);
   CHECK(status.plan().inner_steps() == plan.inner_steps());
-  auto events = rig.store().LoadEvents(job, 50);
-  REQUIRE(events.ok());
-  bool logged = false;
-  for (const auto& e : *events)
-    logged = logged || (e.kind == "replanned" && e.message.find(plan.reason()) != std::string::npos);
-  CHECK(logged);
+  const auto replans = EventMessages(rig, job, "replanned");
+  CHECK(std::any_of(replans.begin(), replans.end(),
+                    [&](const std::string& m) { return m.find(plan.reason()) != std::string::npos; }));
 
   // Round 2 ran the plan: it meets the target, so round 3 keeps it.
   for (auto& [r, id] : kAll) rig.Report(job, 2, 2, r, id, "h2", 0.05 * plan.inner_steps());
