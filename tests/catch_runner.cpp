@@ -7,5 +7,9 @@
 #include <catch2/catch.hpp>
 
 #include "catch_runner.h"
+#include "support/skip.h"
 
-int longhaul::testing::RunCatch(int argc, char** argv) { return Catch::Session().run(argc, argv); }
+int longhaul::testing::RunCatch(int argc, char** argv) {
+  const int failed = Catch::Session().run(argc, argv);
+  return failed == kSkipReturnCode ? 1 : failed;
+}
