@@ -12,7 +12,6 @@
 #include "longhaul/proto/wire_enums.h"
 #include "longhaul/proto/wire_timeouts.h"
 #include "longhaul/wan_transport/curve.h"
-#include "longhaul/common/printable_text.h"
 
 namespace longhaul::orchestrator {
 
@@ -234,10 +233,7 @@ void Orchestrator::HandleJobRejected(const std::string& identity, const v1::Cont
     Event(job, "restore_refused", why);
     return;
   }
-  // Saved with the job's next change (here: failing it, when it fails).
-  if (!r.error().worker_output().empty()) {
-    job.rec.worker_output = r.region() + " " + PrintableTail(r.error().worker_output(), kMaxWorkerOutputBytes);
-  }
+  job.KeepWorkerOutput(r.region(), r.error());  // saved with failing the job, when it fails
   if (job.rec.state == JobState::kScheduled || job.rec.last_committed_round == 0)
     return FinishJob(job, JobState::kFailed, why);
   Event(job, "rejected", why);  // a rejoin refused: the job goes on without this region

@@ -9,7 +9,6 @@
 #include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/orchestrator/round_plan.h"
 #include "longhaul/proto/wire_enums.h"
-#include "longhaul/common/printable_text.h"
 
 namespace longhaul::orchestrator {
 namespace {
@@ -238,10 +237,7 @@ void Orchestrator::HandleRoundReport(const std::string& identity, const v1::Cont
   if (!accepted.ok())
     return Reject(accepted.code() == StatusCode::kAborted ? "stale_epoch" : "bad_report", accepted.message());
   job.attempt->reports[r.region()] = r;
-  // Saved with the job's next change (the abort this failed report causes).
-  if (!r.ok() && !r.error().worker_output().empty()) {
-    job.rec.worker_output = r.region() + " " + PrintableTail(r.error().worker_output(), kMaxWorkerOutputBytes);
-  }
+  if (!r.ok()) job.KeepWorkerOutput(r.region(), r.error());  // saved with the abort this failure causes
   if (JobMember* m = job.Member(r.region())) m->last_report = r;
   if (metrics_) {
     const double tps = r.wall_seconds() > 0 ? static_cast<double>(r.tokens()) / r.wall_seconds() : 0;
@@ -258,10 +254,7 @@ bool Orchestrator::RecordLateFailure(Job& job, const v1::RoundReport& r) {
   if (r.ok() || !job.last_aborted || r.round() != job.last_aborted->round || r.epoch() != job.last_aborted->epoch ||
       job.last_aborted->unreported.erase(r.region()) == 0)
     return false;
-  // Saved with the job's next change, as for a failure within the attempt.
-  if (!r.error().worker_output().empty()) {
-    job.rec.worker_output = r.region() + " " + PrintableTail(r.error().worker_output(), kMaxWorkerOutputBytes);
-  }
+  job.KeepWorkerOutput(r.region(), r.error());
   Event(job, "region_failed",
         "round " + std::to_string(r.round()) + " epoch " + std::to_string(r.epoch()) + " (reported after its abort): " +
             r.region() + " failed: " + (r.error().message().empty() ? "no reason given" : r.error().message()));

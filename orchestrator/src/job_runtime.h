@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "longhaul/common/printable_text.h"
 #include "longhaul/orchestrator/orchestrator.h"
 
 namespace longhaul::orchestrator {
@@ -53,6 +54,13 @@ struct Orchestrator::Job {
     std::set<std::string> unreported;
   };
   std::optional<AbortedAttempt> last_aborted;
+
+  // A region's failure brought its workers' output: kept (printable, its tail)
+  // for the job's owner, saved with the job's next change.
+  void KeepWorkerOutput(const std::string& region, const v1::Error& error) {
+    if (!error.worker_output().empty())
+      rec.worker_output = region + " " + PrintableTail(error.worker_output(), kMaxWorkerOutputBytes);
+  }
   Clock::TimePoint phase_since{};    // entered scheduled / last commit / paused
   Clock::TimePoint restored_at{};
   bool restored = false;             // loaded from the store, regions not all confirmed yet
