@@ -43,11 +43,14 @@ phase_start=$(date +%s)
 phase() { echo "== phase: $1 took $(( $(date +%s) - phase_start )) s"; phase_start=$(date +%s); }
 # -O1 without NDEBUG: asserts stay on; line tables keep stacks readable (file:line).
 # Full -g made the same build (with the unit tests) take 598-645 s on 2 cores, not 481.
+# The tests' own code is built at -O0 (the code under test stays at -O1): an
+# instrumented test file took 11.4 s at -O1, 4.5 s at -O0.
 cmake -S "$SRC" -B "$BUILD" -G Ninja \
   -DCMAKE_C_COMPILER="$CC" -DCMAKE_CXX_COMPILER="$CXX" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
   -DLONGHAUL_FUZZ=ON \
+  -DLONGHAUL_TEST_OPTIMISATION=-O0 \
   -DLONGHAUL_CUDA=OFF -DLONGHAUL_TESTS="$([[ "$UNIT_TESTS" == 1 ]] && echo ON || echo OFF)" \
   -DLONGHAUL_BENCH=OFF -DLONGHAUL_WERROR=OFF \
   -DCMAKE_DISABLE_FIND_PACKAGE_pybind11=ON \
