@@ -7,6 +7,8 @@
 
 #include "job_index.h"
 #include "job_runtime.h"
+#include "job_spec_limits.h"
+#include "longhaul/common/checksum.h"
 #include "longhaul/orchestrator/job_spec.h"
 #include "longhaul/proto/frame.h"
 #include "longhaul/proto/wire_enums.h"
@@ -19,7 +21,7 @@ void Orchestrator::RecordMembers(Job& job) {
   job.rec.regions.clear();
   for (const auto& m : job.members)
     job.rec.regions.push_back({m.region, m.index, m.ready, m.holds_state, m.endpoint, m.intra_region,
-                               m.intra_region_reason});
+                               m.intra_region_reason, m.start_param_hash});
 }
 
 void Orchestrator::NoteWriteFailure(Job& job, std::string_view what, const longhaul::Status& s) {
@@ -163,6 +165,9 @@ void Orchestrator::HandleJobReady(const std::string& identity, const v1::Control
       return Reject("bad_job_ready", r.region() + " reported a bad " + bad.message() + " for " + job.rec.id);
     }
   }
+  if (!IsParameterHash(r.param_hash()) && !r.param_hash().empty())
+    return Reject("bad_job_ready", r.region() + " reported a parameter hash for " + job.rec.id +
+                                       " that is not 16 hex digits: " + spec_limits::ShortQuote(r.param_hash()));
   if (const JobMember* m = job.Member(r.region());
       !m->restore_from.empty() && r.restored_round() != job.rec.last_committed_round) {
     // The launch from before the restore was asked for answering late: the
@@ -180,11 +185,13 @@ void Orchestrator::HandleJobReady(const std::string& identity, const v1::Control
     m->endpoint.set_region(r.region());
     m->intra_region = r.intra_region();
     m->intra_region_reason = r.intra_region_reason();
+    m->start_param_hash = r.param_hash();
     m->detail.clear();
     // Until a round commits, every region initialises theta(0) from the job
     // seed, so all hold the state: also one assigned again after round 1
     // failed (else no region could bootstrap the others and round 1 would
-    // wait for ever). Later, a region holds it when its workers restored the
+    // wait for ever). A script that builds other parameters is told apart by
+    // its start hash when the round starts (StartAttempt). Later, a region holds it when its workers restored the
     // checkpoint of the last committed round it was assigned (they verified
     // the round and the committed hash).
     m->holds_state = j.rec.last_committed_round == 0 ||

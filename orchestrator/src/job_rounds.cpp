@@ -94,11 +94,24 @@ bool Orchestrator::RestoreFromCheckpoint(Job& job, const std::vector<JobMemberVi
 }
 
 void Orchestrator::StartAttempt(Job& job) {
+  const auto& sync = job.rec.spec.sync();
+  const auto kind = proto::SyncKindOf(sync);
+  // Admission validated the kind; were it unknown, the hashes are compared.
+  const bool replicas_identical = !kind.ok() || sync_policies::Traits(*kind).replicas_identical;
   std::vector<JobMemberView> views;
   for (const auto& m : job.members) {
     const RegionEntry* r = registry_.Find(m.region);
     views.push_back({m.region, registry_.IsUp(m.region), m.ready, m.holds_state,
-                     r ? registry_.MissedHeartbeats(*r) : 0, m.detail});
+                     r ? registry_.MissedHeartbeats(*r) : 0, m.detail, m.start_param_hash});
+  }
+  // Before the first commit, a region that starts from other parameters than
+  // the first region receives the first region's at round 1.
+  StartParameters start;
+  if (job.rec.last_committed_round == 0 && replicas_identical) {
+    start = CompareStartParameters(views);
+    for (auto& v : views)
+      if (std::find(start.differing.begin(), start.differing.end(), v.region) != start.differing.end())
+        v.holds_state = false;
   }
   RoundMembership ms = PlanRoundMembership(views, job.rec.spec.min_regions());
   if (!ms.ok && RestoreFromCheckpoint(job, views)) return;
@@ -119,8 +132,6 @@ void Orchestrator::StartAttempt(Job& job) {
     job.waiting_reason = reason;
     return;
   }
-  const auto& sync = job.rec.spec.sync();
-  const auto kind = proto::SyncKindOf(sync);
   RoundShape shape{.payload_bytes = job.payload_bytes,
                    .kind = kind.ok() ? *kind : sync_policies::SyncKind::kDiLoCo,
                    .inner_steps = sync.inner_steps(),
@@ -188,8 +199,7 @@ void Orchestrator::StartAttempt(Job& job) {
   a.epoch = job.rec.epoch;
   a.participants = schedule.ring;
   a.joining = ms.joining;
-  // Admission validated the kind; were it unknown, the hashes are compared.
-  a.replicas_identical = !kind.ok() || sync_policies::Traits(*kind).replicas_identical;
+  a.replicas_identical = replicas_identical;
   a.started = clock_.Now();
   a.deadline = a.started + options_.timeouts.round;
   a.predicted_comm_seconds = schedule.predicted_comm_seconds;
@@ -217,6 +227,11 @@ void Orchestrator::StartAttempt(Job& job) {
   if (job.failed_attempts > 0 || !ms.joining.empty())
     Event(job, "round_started", "round " + std::to_string(a.round) + " epoch " + std::to_string(a.epoch) + ": " +
                                     ms.reason);
+  if (!start.reason.empty()) {
+    spdlog::warn("{}: round {} epoch {}: {}", a.job_id, a.round, a.epoch, start.reason);
+    Event(job, "start_parameters_differ",
+          "round " + std::to_string(a.round) + " epoch " + std::to_string(a.epoch) + ": " + start.reason);
+  }
   job.waiting_reason = "round " + std::to_string(a.round) + " epoch " + std::to_string(a.epoch) + " started";
   job.attempt = std::move(a);
 }

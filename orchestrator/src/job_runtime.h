@@ -25,6 +25,7 @@ struct JobMember {
   // What its workers' intra-region group runs and why (from JobReady).
   v1::IntraRegion intra_region = v1::INTRA_REGION_UNSPECIFIED;
   std::string intra_region_reason;
+  std::string start_param_hash;  // of the parameters its workers started from (from JobReady)
   std::string detail;
   std::optional<v1::RoundReport> last_report;
   std::string restore_from;    // the checkpoint its next assignment restores ("" = none; not stored)
@@ -36,6 +37,7 @@ struct JobMember {
     heartbeats_without_job = 0;
     intra_region = v1::INTRA_REGION_UNSPECIFIED;
     intra_region_reason.clear();
+    start_param_hash.clear();
     detail = std::move(why);
   }
 };

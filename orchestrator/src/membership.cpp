@@ -62,6 +62,29 @@ std::string PlacementClass(const v1::JobSpec& spec) {
   return c;
 }
 
+StartParameters CompareStartParameters(const std::vector<JobMemberView>& members) {
+  StartParameters out;
+  std::vector<const JobMemberView*> ready;
+  for (const auto& m : members)
+    if (m.up && m.ready) ready.push_back(&m);
+  if (ready.empty()) return out;
+  for (const auto* m : ready)
+    if (m->start_hash.empty()) return out;
+  const JobMemberView& reference = *ready.front();
+  std::vector<std::string> others;
+  for (const auto* m : ready) {
+    if (m->start_hash == reference.start_hash) continue;
+    out.differing.push_back(m->region);
+    others.push_back(m->region + " from " + m->start_hash);
+  }
+  if (out.differing.empty()) return out;
+  const char* receive = out.differing.size() == 1 ? " receives " : " receive ";
+  out.reason = "regions start from different parameters: " + reference.region + " from " + reference.start_hash +
+               ", " + Join(others, ", ") + "; " + Join(out.differing) + receive + reference.region +
+               "'s at round 1 (seed the model alike in every region to save the transfer)";
+  return out;
+}
+
 std::string ChooseCheckpointSource(const std::vector<JobMemberView>& members,
                                    const std::map<std::string, std::string>& checkpoints,
                                    const std::set<std::string>& refused) {

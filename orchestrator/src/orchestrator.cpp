@@ -70,6 +70,7 @@ Status Orchestrator::Restore() {
       m.endpoint = r.endpoint;
       m.intra_region = r.intra_region;
       m.intra_region_reason = r.intra_region_reason;
+      m.start_param_hash = r.start_param_hash;
       // Until the agent's heartbeat says it still runs the job, trust nothing but
       // what the store says it held.
       m.ready = r.ready && job->rec.state == JobState::kRunning;

@@ -13,7 +13,7 @@ namespace {
 
 constexpr int kBusyTimeoutMs = 5000;
 
-constexpr int kSchemaVersion = 9;
+constexpr int kSchemaVersion = 10;
 
 // Migration i brings the schema from version i to i+1.
 const char* const kMigrations[] = {
@@ -73,6 +73,8 @@ CREATE TABLE round_regions (
     // 9: the collectives each region's workers run among themselves (intra_region) and why.
     "ALTER TABLE job_regions ADD COLUMN intra_region INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE job_regions ADD COLUMN intra_region_reason TEXT NOT NULL DEFAULT '';",
+    // 10: the hash of the parameters each region's workers started from (JobReady.param_hash).
+    "ALTER TABLE job_regions ADD COLUMN start_param_hash TEXT NOT NULL DEFAULT '';",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion);
 
@@ -274,7 +276,7 @@ Status StateStore::SaveJobTx(const JobRecord& j) {
   for (const auto& r : j.regions) {
     Stmt ins(db_,
              "INSERT INTO job_regions (job_id, region, idx, ready, holds_state, endpoint, intra_region, "
-             "intra_region_reason) VALUES (?,?,?,?,?,?,?,?)");
+             "intra_region_reason, start_param_hash) VALUES (?,?,?,?,?,?,?,?,?)");
     LONGHAUL_RETURN_IF_ERROR(ins.Text(1, j.id)
                                  .Text(2, r.region)
                                  .Bind(3, static_cast<int64_t>(r.index))
@@ -283,6 +285,7 @@ Status StateStore::SaveJobTx(const JobRecord& j) {
                                  .Bind(6, r.endpoint.SerializeAsString())
                                  .Bind(7, static_cast<int64_t>(r.intra_region))
                                  .Text(8, r.intra_region_reason)
+                                 .Text(9, r.start_param_hash)
                                  .Run());
   }
   return Status::Ok();
@@ -390,7 +393,8 @@ Result<std::vector<JobRecord>> StateStore::LoadJobs() {
   LONGHAUL_RETURN_IF_ERROR(err);
   for (auto& j : jobs) {
     Stmt r(db_,
-           "SELECT region, idx, ready, holds_state, endpoint, intra_region, intra_region_reason FROM job_regions "
+           "SELECT region, idx, ready, holds_state, endpoint, intra_region, intra_region_reason, start_param_hash "
+           "FROM job_regions "
            "WHERE job_id=? ORDER BY idx");
     r.Text(1, j.id);
     while (r.Step(&err)) {
@@ -406,6 +410,7 @@ Result<std::vector<JobRecord>> StateStore::LoadJobs() {
                         std::to_string(intra_region));
       jr.intra_region = static_cast<v1::IntraRegion>(intra_region);
       jr.intra_region_reason = r.Blob(6);
+      jr.start_param_hash = r.Blob(7);
       j.regions.push_back(std::move(jr));
     }
     LONGHAUL_RETURN_IF_ERROR(err);

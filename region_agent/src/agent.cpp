@@ -237,6 +237,7 @@ void Agent::SendJobReady(const RegionJob& job) {
   ready->set_restored_round(job.restored_round());
   ready->set_intra_region(job.intra_region());
   ready->set_intra_region_reason(job.intra_region_reason());
+  ready->set_param_hash(job.start_param_hash());
   SendToOrchestrator(std::move(msg));
 }
 

@@ -221,6 +221,7 @@ Status RegionJob::OnHello(const std::string& routing_id, const v1::WorkerHello& 
   }
   num_params_ = hello.num_params();
   restored_round_ = hello.restored_round();
+  if (rank == 0) start_param_hash_ = hello.param_hash();
   loss_floor_ = hello.loss_floor();
   return Status::Ok();
 }

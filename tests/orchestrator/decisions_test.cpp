@@ -52,6 +52,42 @@ TEST_CASE("round membership: survivors, joiners and the minimum", "[membership]"
   CHECK_THAT(r.reason, Catch::Contains("no ready region holds"));
 }
 
+TEST_CASE("start parameters: a ready region whose hash differs from the first ready region's is named",
+          "[membership]") {
+  const std::string h1 = "00000000000000a1", h2 = "00000000000000b2";
+  // a is down: b, the first ready region, is the reference.
+  std::vector<JobMemberView> m = {{"a", false, false, true, 5, "", h2}, {"b", true, true, true, 0, "", h1},
+                                  {"c", true, true, true, 0, "", h2}, {"d", true, true, true, 0, "", h1}};
+  StartParameters s = CompareStartParameters(m);
+  CHECK(s.differing == std::vector<std::string>{"c"});
+  CHECK_THAT(s.reason, Catch::Contains("b from " + h1) && Catch::Contains("c from " + h2) &&
+                           Catch::Contains("c receives b's at round 1"));
+  // Then the round plan bootstraps c from b.
+  m[2].holds_state = false;
+  RoundMembership r = PlanRoundMembership(m, 2);
+  REQUIRE(r.ok);
+  CHECK(r.joining == std::vector<std::string>{"c"});
+  CHECK(r.bootstrap_region == "b");
+
+  // Everyone agrees: nothing to say. A region not ready yet is not compared.
+  m[2].start_hash = h1;
+  m[3].ready = false;
+  m[3].start_hash = h2;
+  s = CompareStartParameters(m);
+  CHECK(s.differing.empty());
+  CHECK(s.reason.empty());
+  // Two differ from the reference.
+  m[2].start_hash = m[3].start_hash = h2;
+  m[3].ready = true;
+  s = CompareStartParameters(m);
+  CHECK(s.differing == std::vector<std::string>{"c", "d"});
+  CHECK_THAT(s.reason, Catch::Contains("c, d receive b's"));
+  // A ready region that reported no hash (an older agent): nothing is compared.
+  m[3].start_hash.clear();
+  CHECK(CompareStartParameters(m).differing.empty());
+  CHECK(CompareStartParameters({}).differing.empty());
+}
+
 TEST_CASE("checkpoint source: only when no member holds state, an up member with its own checkpoint not refused",
           "[membership][checkpoint]") {
   std::vector<JobMemberView> m = {{"a", false, false, false, 9, ""}, {"b", true, true, false, 0, ""},

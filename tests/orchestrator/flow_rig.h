@@ -72,12 +72,14 @@ class Rig {
     for (auto& j : jobs) m.mutable_heartbeat()->add_running_jobs(j);
     Send(identity, m);
   }
+  // start_hash: the parameter hash its workers start from ("" = an agent that sends none).
   void Ready(const std::string& job, const std::string& region, const std::string& identity,
-             uint32_t restored_round = 0) {
+             uint32_t restored_round = 0, const std::string& start_hash = "") {
     v1::ControlMessage m;
     m.mutable_job_ready()->set_job_id(job);
     m.mutable_job_ready()->set_region(region);
     m.mutable_job_ready()->set_restored_round(restored_round);
+    m.mutable_job_ready()->set_param_hash(start_hash);
     m.mutable_job_ready()->mutable_endpoint()->add_shard_endpoints("tcp://127.0.0.1:1/" + region);
     Send(identity, m);
   }

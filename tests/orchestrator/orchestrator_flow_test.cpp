@@ -154,6 +154,44 @@ TEST_CASE("flow: regions assigned again before any round committed hold theta(0)
   CHECK(starts["id-a"].joining_regions_size() == 0);  // all hold theta(0): nothing to bootstrap
 }
 
+TEST_CASE("flow: a region that starts from other parameters than the first region receives the first region's at "
+          "round 1 and the job says so",
+          "[orchestrator]") {
+  Rig rig("start-hash");
+  for (auto& [r, id] : kAll) {
+    rig.Register(r, id);
+    rig.Heartbeat(r, id);
+  }
+  rig.Take();
+  const std::string job = rig.Submit(2);
+  REQUIRE(Count(rig.Take(), v1::ControlMessage::kJobAssignment) == 3);
+  const std::string seeded = "5eed5eed5eed5eed", other = "0123456789abcdef";
+  rig.Ready(job, "a", "id-a", 0, seeded);
+  rig.Ready(job, "b", "id-b", 0, other);
+  // A hash that is not one is refused with the message: c is not ready.
+  rig.Ready(job, "c", "id-c", 0, "not a hash");
+  CHECK(Starts(rig.Take()).empty());
+  rig.Ready(job, "c", "id-c", 0, seeded);
+  auto starts = Starts(rig.Take());
+  REQUIRE(starts.size() == 3);
+  CHECK(starts["id-a"].round() == 1);
+  CHECK(starts["id-a"].joining_regions_size() == 1);
+  CHECK(starts["id-a"].joining_regions(0) == "b");
+  CHECK(starts["id-a"].bootstrap_region() == "a");
+  const auto said = EventMessages(rig, job, "start_parameters_differ");
+  REQUIRE(said.size() == 1);
+  CHECK_THAT(said[0], Catch::Contains("a from " + seeded) && Catch::Contains("b from " + other) &&
+                          Catch::Contains("b receives a's at round 1"));
+  // b now holds a's parameters: round 1 commits one hash, and round 2 has nothing to bootstrap.
+  const uint64_t epoch = starts["id-a"].epoch();
+  for (auto& [r, id] : kAll) rig.Report(job, 1, epoch, r, id, "h1");
+  starts = Starts(rig.Take());
+  REQUIRE(starts.size() == 3);
+  CHECK(starts["id-a"].round() == 2);
+  CHECK(starts["id-a"].joining_regions_size() == 0);
+  CHECK(EventMessages(rig, job, "start_parameters_differ").size() == 1);
+}
+
 TEST_CASE("flow: an agent restarted while its job starts is assigned the job again at once, a reconnect is sent "
           "its unanswered assignment again",
           "[orchestrator][restart]") {

@@ -42,6 +42,7 @@ TEST_CASE("the store uses WAL and survives close and reopen", "[state_store]") {
     job.regions[0].endpoint.add_shard_endpoints("tcp://127.0.0.1:5000");
     job.regions[0].intra_region = v1::INTRA_REGION_GLOO;
     job.regions[0].intra_region_reason = "auto: not nccl, worker rank 0 sees no CUDA device";
+    job.regions[0].start_param_hash = "0123456789abcdef";
     job.worker_output = "eu-west worker 0:\nTraceback: boom";
     REQUIRE((*store)->SaveJob(job).ok());
     CommittedRound r;
@@ -69,7 +70,7 @@ TEST_CASE("the store uses WAL and survives close and reopen", "[state_store]") {
   }
   auto store = StateStore::Open(file);
   REQUIRE(store.ok());
-  CHECK((*store)->schema_version() == 9);
+  CHECK((*store)->schema_version() == 10);
   auto job = (*store)->LoadJob(id).value();
   REQUIRE(job.has_value());
   CHECK(job->state == JobState::kRunning);
@@ -81,6 +82,8 @@ TEST_CASE("the store uses WAL and survives close and reopen", "[state_store]") {
   CHECK(job->regions[0].intra_region == v1::INTRA_REGION_GLOO);
   CHECK(job->regions[0].intra_region_reason == "auto: not nccl, worker rank 0 sees no CUDA device");
   CHECK(job->regions[1].intra_region == v1::INTRA_REGION_UNSPECIFIED);  // its workers never said
+  CHECK(job->regions[0].start_param_hash == "0123456789abcdef");
+  CHECK(job->regions[1].start_param_hash.empty());
   CHECK_FALSE(job->regions[1].holds_state);
   auto rounds = (*store)->LoadRounds(id).value();
   REQUIRE(rounds.size() == 1);
@@ -117,6 +120,7 @@ TEST_CASE("a version-1 state file is migrated and keeps its rounds", "[state_sto
     r.param_hash = "00ff";
     r.participants = {"eu-west"};
     job.last_committed_round = 1;
+    job.regions = {{"eu-west", 0, true, true, {}}};
     REQUIRE((*store)->CommitRound(r, job).ok());
   }
   {  // turn the file back into what a version-1 binary wrote
@@ -130,13 +134,14 @@ TEST_CASE("a version-1 state file is migrated and keeps its rounds", "[state_sto
                        "ALTER TABLE jobs DROP COLUMN replans; ALTER TABLE rounds DROP COLUMN inner_steps; "
                        "ALTER TABLE rounds DROP COLUMN codec; ALTER TABLE rounds DROP COLUMN overlap_steps; "
                        "DROP TABLE round_regions; ALTER TABLE job_regions DROP COLUMN intra_region; "
-                       "ALTER TABLE job_regions DROP COLUMN intra_region_reason; UPDATE meta SET value=1",
+                       "ALTER TABLE job_regions DROP COLUMN intra_region_reason; "
+                       "ALTER TABLE job_regions DROP COLUMN start_param_hash; UPDATE meta SET value=1",
                        nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
   }
   auto store = StateStore::Open(file);
   REQUIRE(store.ok());
-  CHECK((*store)->schema_version() == 9);
+  CHECK((*store)->schema_version() == 10);
   const JobRecord old = *(*store)->LoadJob(id).value();
   CHECK(old.worker_output.empty());
   // Its committed round ran with the spec's H.
@@ -147,6 +152,8 @@ TEST_CASE("a version-1 state file is migrated and keeps its rounds", "[state_sto
   CHECK(rounds[0].param_hash == "00ff");
   CHECK(rounds[0].compute_seconds == 0);
   CHECK(rounds[0].regions.empty());  // no per-region figures before schema 8
+  REQUIRE(old.regions.size() == 1);
+  CHECK(old.regions[0].start_param_hash.empty());  // not known before schema 10: nothing is compared
 }
 
 TEST_CASE("a round is never committed twice", "[state_store]") {

@@ -3,7 +3,9 @@
  * of 2^-12 on parameters that are multiples of 2^-6; kind sync averages the
  * gradient across regions first), the same ones workers/replay_worker.py makes
  * in PyTorch, so both must commit bitwise-identical hashes.
- * Usage: c_replay_worker NUM_PARAMS */
+ * Usage: c_replay_worker NUM_PARAMS [OTHER_START_REGION]
+ * OTHER_START_REGION: the region (its index) that builds other initial
+ * parameters, as a script that forgot to seed would. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,7 @@ static long JsonInt(const char* json, const char* key) {
 
 int main(int argc, char** argv) {
   const long n = argc > 1 ? strtol(argv[1], NULL, 10) : 1000;
+  const long other_start = argc > 2 ? strtol(argv[2], NULL, 10) : -1;
   lh_session* s = NULL;
   if (lh_session_open(&s) != LH_OK) {
     fprintf(stderr, "c_replay_worker: %s\n", lh_last_error());
@@ -27,11 +30,13 @@ int main(int argc, char** argv) {
   }
   const long region = JsonInt(lh_session_job_config_json(s), "region_index");
   float* params = malloc(sizeof(float) * (size_t)n);
-  for (long i = 0; i < n; ++i) params[i] = (float)((i * 37) % 101 - 50) / 64.0f;
+  const long mix = region == other_start ? 41 : 37;
+  for (long i = 0; i < n; ++i) params[i] = (float)((i * mix) % 101 - 50) / 64.0f;
   if (lh_session_start(s, params, (uint64_t)n) != LH_OK) {
     fprintf(stderr, "c_replay_worker: %s\n", lh_last_error());
     return 2;
   }
+  if (lh_session_resynced_at_start(s)) fprintf(stderr, "c_replay_worker: resynced at start\n");
   float* grad = malloc(sizeof(float) * (size_t)n);
   while (!lh_session_finished(s)) {
     const long g = (long)lh_session_job_step(s) + 1; /* the job-wide step being taken */

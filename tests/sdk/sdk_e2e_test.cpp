@@ -192,6 +192,49 @@ TEST_CASE("sdk: a PyTorch worker and a C worker making the same updates commit t
   }
 }
 
+TEST_CASE("sdk: a region that builds other initial parameters starts from the first region's and commits the hashes "
+          "of regions seeded alike",
+          "[sdk]") {
+  RealCluster c("sdk-start");
+  c.StartOrchestrator();
+  for (int i = 0; i < 2; ++i) c.StartAgent(kClusterRegions[i]);
+  const std::string receives = std::string(kClusterRegions[1]) + " receives " + kClusterRegions[0] + "'s at round 1";
+  auto told = [&](const std::string& job) {
+    std::vector<std::string> out;
+    for (const auto& e : c.Events(job))
+      if (e.kind == "start_parameters_differ") out.push_back(e.message);
+    return out;
+  };
+  for (const std::string kind : {"diloco", "sync"}) {
+    auto spec = [&](std::vector<std::string> argv) {
+      v1::JobSpec s = CommandSpec(c, std::move(argv), 3, 4);
+      s.mutable_sync()->set_kind(kind);
+      return s;
+    };
+    const std::string alike = c.Submit(spec({kBin + "/c_replay_worker", "3000"}));
+    auto st = c.WaitFor(alike, JobDone, 120s);
+    INFO(kind << " alike: " << st.reason() << " (logs in " << c.dir << ")");
+    REQUIRE(st.state() == "succeeded");
+    CHECK(told(alike).empty());
+    // Region 1 builds other parameters: it receives region 0's before its first step.
+    const std::string differ = c.Submit(spec({kBin + "/c_replay_worker", "3000", "1"}));
+    st = c.WaitFor(differ, JobDone, 120s);
+    INFO(kind << " differ: " << st.reason());
+    REQUIRE(st.state() == "succeeded");
+    const auto hashes = Hashes(c, differ);
+    REQUIRE(hashes.size() == 3);
+    CHECK(hashes == Hashes(c, alike));
+    const auto said = told(differ);
+    REQUIRE(said.size() == 1);
+    CHECK_THAT(said[0], Catch::Contains(receives));
+    // Region 1's worker held region 0's parameters when its session started.
+    const std::string resynced = "resynced at start";
+    CHECK_THAT(ReadFile(c.dir / kClusterRegions[1] / differ / "worker-0.log"), Catch::Contains(resynced));
+    CHECK_THAT(ReadFile(c.dir / kClusterRegions[0] / differ / "worker-0.log"), !Catch::Contains(resynced));
+    CHECK_THAT(ReadFile(c.dir / kClusterRegions[1] / alike / "worker-0.log"), !Catch::Contains(resynced));
+  }
+}
+
 TEST_CASE("sdk: kind sync through PyTorch is data parallelism: 3 regions step like one process with 3x the batch, "
           "a rolled-back step included",
           "[sdk][sync]") {

@@ -202,6 +202,7 @@ void Session::SayHello(const Status& status, uint32_t restored_round, double los
     hello->set_loss_floor(loss_floor);
     hello->set_intra_region(worker::IntraRegionToWire(intra_region_.backend));
     hello->set_intra_region_reason(intra_region_.reason);
+    hello->set_param_hash(ParameterHash(replica_->theta()));
   }
   channel_->Send(std::move(msg));
 }

@@ -17,5 +17,7 @@ inline uint64_t Checksum64(std::string_view s) { return Checksum64(s.data(), s.s
 // Hash of a float vector's exact bit pattern, as 16 hex digits: the replica
 // identity check compares these across regions every round.
 std::string ParameterHash(std::span<const float> params);
+// Whether `s` has ParameterHash's form (16 lower-case hex digits).
+bool IsParameterHash(std::string_view s);
 
 }  // namespace longhaul

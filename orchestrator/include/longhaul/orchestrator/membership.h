@@ -46,6 +46,7 @@ struct JobMemberView {
   bool holds_state = false;  // holds theta of the last committed round
   int missed_heartbeats = 0;
   std::string detail;
+  std::string start_hash;    // of the parameters its workers started from ("" = not reported)
 };
 
 struct RoundMembership {
@@ -60,6 +61,20 @@ struct RoundMembership {
 // state join through `bootstrap_region`. Needs at least `min_regions` and at
 // least one member holding state.
 RoundMembership PlanRoundMembership(const std::vector<JobMemberView>& members, uint32_t min_regions);
+
+// Before the first commit every region should start from the same theta(0):
+// the built-in trainer seeds it from the job, a user's script seeds its model
+// itself. The first up+ready member (job order) is the reference. Every other
+// up+ready member whose start hash differs from the reference's is `differing`:
+// it holds no state, so PlanRoundMembership has it receive the reference's
+// parameters at round 1, as it would a region that rejoins (DDP's broadcast
+// from rank 0, across regions). When a member that is up and ready reported no
+// hash (an agent from before the hash), nothing is compared.
+struct StartParameters {
+  std::vector<std::string> differing;  // job order
+  std::string reason;                  // names the hashes and who receives whose; "" when none differs
+};
+StartParameters CompareStartParameters(const std::vector<JobMemberView>& members);
 
 // When no member holds the last committed parameters: the member to restore
 // them from its own checkpoint of that round (`checkpoints`: region -> path; a

@@ -34,6 +34,8 @@ struct JobRegionRecord {
   // What its workers' intra-region group runs (NCCL or GLOO; unset before they are up) and why.
   v1::IntraRegion intra_region = v1::INTRA_REGION_UNSPECIFIED;
   std::string intra_region_reason;
+  // The hash of the parameters its workers started from (JobReady.param_hash; "" before they are up).
+  std::string start_param_hash;
 };
 
 struct JobRecord {

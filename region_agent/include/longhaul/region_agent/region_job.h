@@ -102,6 +102,8 @@ class RegionJob {
   const std::optional<v1::PeerEndpoint>& endpoint() const { return endpoint_; }
   uint64_t num_params() const { return num_params_; }
   uint32_t restored_round() const { return restored_round_; }
+  // Worker 0's hash of the parameters it starts from (WorkerHello.param_hash).
+  const std::string& start_param_hash() const { return start_param_hash_; }
   // What the workers' intra-region group runs (NCCL or GLOO; unset before their hellos) and why.
   v1::IntraRegion intra_region() const { return intra_region_; }
   const std::string& intra_region_reason() const { return intra_region_reason_; }
@@ -175,6 +177,7 @@ class RegionJob {
   uint64_t num_params_ = 0;
   double loss_floor_ = 0;
   uint32_t restored_round_ = 0;  // of the checkpoint the workers restored (all the same)
+  std::string start_param_hash_;
   // From the first hello; every later one must name the same backend.
   std::optional<uint32_t> intra_region_rank_;
   v1::IntraRegion intra_region_ = v1::INTRA_REGION_UNSPECIFIED;
