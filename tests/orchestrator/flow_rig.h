@@ -201,16 +201,22 @@ inline void ReportEveryLink(Rig& rig, double bytes_per_second, double rtt_second
   }
 }
 
-// Registers a, b, c, submits a job and brings it to round 1 started.
-inline std::string StartJob(Rig& rig, uint32_t rounds, const std::function<void(v1::JobSpec&)>& edit = {}) {
+// Every region registered and heartbeating, a job of `rounds` submitted and
+// assigned to all three, none of them ready yet. Returns its id.
+inline std::string AssignJob(Rig& rig, uint32_t rounds, const std::function<void(v1::JobSpec&)>& edit = {}) {
   for (auto& [r, id] : kAll) {
     rig.Register(r, id);
     rig.Heartbeat(r, id);
   }
   rig.Take();
   const std::string job = rig.Submit(rounds, edit);
-  auto sent = rig.Take();
-  REQUIRE(Count(sent, v1::ControlMessage::kJobAssignment) == 3);
+  REQUIRE(Count(rig.Take(), v1::ControlMessage::kJobAssignment) == 3);
+  return job;
+}
+
+// Registers a, b, c, submits a job and brings it to round 1 started.
+inline std::string StartJob(Rig& rig, uint32_t rounds, const std::function<void(v1::JobSpec&)>& edit = {}) {
+  const std::string job = AssignJob(rig, rounds, edit);
   for (auto& [r, id] : kAll) rig.Ready(job, r, id);
   auto starts = Starts(rig.Take());
   REQUIRE(starts.size() == 3);

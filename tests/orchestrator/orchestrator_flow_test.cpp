@@ -158,13 +158,7 @@ TEST_CASE("flow: a region that starts from other parameters than the first regio
           "round 1 and the job says so",
           "[orchestrator]") {
   Rig rig("start-hash");
-  for (auto& [r, id] : kAll) {
-    rig.Register(r, id);
-    rig.Heartbeat(r, id);
-  }
-  rig.Take();
-  const std::string job = rig.Submit(2);
-  REQUIRE(Count(rig.Take(), v1::ControlMessage::kJobAssignment) == 3);
+  const std::string job = AssignJob(rig, 2);
   const std::string seeded = "5eed5eed5eed5eed", other = "0123456789abcdef";
   rig.Ready(job, "a", "id-a", 0, seeded);
   rig.Ready(job, "b", "id-b", 0, other);
@@ -196,13 +190,7 @@ TEST_CASE("flow: an agent restarted while its job starts is assigned the job aga
           "its unanswered assignment again",
           "[orchestrator][restart]") {
   Rig rig("restart-start");
-  for (auto& [r, id] : kAll) {
-    rig.Register(r, id);
-    rig.Heartbeat(r, id);
-  }
-  rig.Take();
-  const std::string job = rig.Submit(2);
-  REQUIRE(Count(rig.Take(), v1::ControlMessage::kJobAssignment) == 3);
+  const std::string job = AssignJob(rig, 2);
   rig.Ready(job, "a", "id-a");
   rig.Ready(job, "b", "id-b");
   rig.Pass(200ms, kAll, {job});  // c's agent launches its workers

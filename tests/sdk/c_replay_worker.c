@@ -3,9 +3,10 @@
  * of 2^-12 on parameters that are multiples of 2^-6; kind sync averages the
  * gradient across regions first), the same ones workers/replay_worker.py makes
  * in PyTorch, so both must commit bitwise-identical hashes.
- * Usage: c_replay_worker NUM_PARAMS [OTHER_START_REGION]
- * OTHER_START_REGION: the region (its index) that builds other initial
- * parameters, as a script that forgot to seed would. */
+ * Usage: c_replay_worker NUM_PARAMS [OTHER_START_REGION [OTHER_START_RANK]]
+ * The workers of region OTHER_START_REGION (its index), or only its worker
+ * OTHER_START_RANK, build other initial parameters, as a script that forgot
+ * to seed would. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,8 @@ static long JsonInt(const char* json, const char* key) {
 
 int main(int argc, char** argv) {
   const long n = argc > 1 ? strtol(argv[1], NULL, 10) : 1000;
-  const long other_start = argc > 2 ? strtol(argv[2], NULL, 10) : -1;
+  const long other_region = argc > 2 ? strtol(argv[2], NULL, 10) : -1;
+  const long other_rank = argc > 3 ? strtol(argv[3], NULL, 10) : -1;
   lh_session* s = NULL;
   if (lh_session_open(&s) != LH_OK) {
     fprintf(stderr, "c_replay_worker: %s\n", lh_last_error());
@@ -30,7 +32,8 @@ int main(int argc, char** argv) {
   }
   const long region = JsonInt(lh_session_job_config_json(s), "region_index");
   float* params = malloc(sizeof(float) * (size_t)n);
-  const long mix = region == other_start ? 41 : 37;
+  const long rank = JsonInt(lh_session_job_config_json(s), "rank");
+  const long mix = region == other_region && (other_rank < 0 || rank == other_rank) ? 41 : 37;
   for (long i = 0; i < n; ++i) params[i] = (float)((i * mix) % 101 - 50) / 64.0f;
   if (lh_session_start(s, params, (uint64_t)n) != LH_OK) {
     fprintf(stderr, "c_replay_worker: %s\n", lh_last_error());

@@ -235,6 +235,31 @@ TEST_CASE("sdk: a region that builds other initial parameters starts from the fi
   }
 }
 
+TEST_CASE("sdk: a region whose workers build different parameters starts from its worker 0's", "[sdk]") {
+  RealCluster c("sdk-start-workers", {.workers = 2});
+  c.StartOrchestrator();
+  for (int i = 0; i < 2; ++i) c.StartAgent(kClusterRegions[i]);
+  auto spec = [&](std::vector<std::string> argv) {
+    v1::JobSpec s = CommandSpec(c, std::move(argv), 3, 4);
+    s.set_workers_per_region(2);
+    return s;
+  };
+  const std::string alike = c.Submit(spec({kBin + "/c_replay_worker", "3000"}));
+  auto st = c.WaitFor(alike, JobDone, 120s);
+  INFO("alike: " << st.reason() << " (logs in " << c.dir << ")");
+  REQUIRE(st.state() == "succeeded");
+  // Worker 1 of region 0 builds other parameters (and carries the second shard
+  // over the WAN): it takes worker 0's before the job starts.
+  const std::string differ = c.Submit(spec({kBin + "/c_replay_worker", "3000", "0", "1"}));
+  st = c.WaitFor(differ, JobDone, 120s);
+  INFO("differ: " << st.reason());
+  REQUIRE(st.state() == "succeeded");
+  const auto hashes = Hashes(c, differ);
+  REQUIRE(hashes.size() == 3);
+  CHECK(hashes == Hashes(c, alike));
+  for (const auto& e : c.Events(differ)) CHECK(e.kind != "start_parameters_differ");  // the regions agree
+}
+
 TEST_CASE("sdk: kind sync through PyTorch is data parallelism: 3 regions step like one process with 3x the batch, "
           "a rolled-back step included",
           "[sdk][sync]") {

@@ -79,6 +79,15 @@ Result<std::unique_ptr<RegionReplica>> RegionReplica::Create(ReplicaOptions opti
   return r;
 }
 
+Status RegionReplica::StartFromWorkerZero() {
+  if (group_.size() <= 1) return Status::Ok();
+  LONGHAUL_RETURN_IF_ERROR(LocalToHost());
+  theta_.assign(local_.begin(), local_.end());
+  LONGHAUL_RETURN_IF_ERROR(group_.Broadcast(theta_, 0).WithContext("taking worker 0's initial parameters"));
+  std::copy(theta_.begin(), theta_.end(), local_.begin());
+  return LocalToDevice();
+}
+
 Status RegionReplica::UseSchedule(uint32_t steps, uint32_t tau) {
   if (steps == actions_steps_ && tau == actions_tau_ && !actions_.empty()) return Status::Ok();
   sync_policies::ScheduleOptions o = options_.schedule;
