@@ -232,6 +232,18 @@ TEST_CASE("sdk: a region that builds other initial parameters starts from the fi
     CHECK_THAT(ReadFile(c.dir / kClusterRegions[1] / differ / "worker-0.log"), Catch::Contains(resynced));
     CHECK_THAT(ReadFile(c.dir / kClusterRegions[0] / differ / "worker-0.log"), !Catch::Contains(resynced));
     CHECK_THAT(ReadFile(c.dir / kClusterRegions[1] / alike / "worker-0.log"), !Catch::Contains(resynced));
+    if (kind != "diloco") continue;
+    // The same through PyTorch, region 1 behind a host copy (as a model on a
+    // GPU): lh.DiLoCo returns with its model holding region 0's parameters.
+    const std::string py =
+        c.Submit(spec({kPython, kSource + "/tests/sdk/workers/replay_worker.py", "3000", "1", "1"}));
+    st = c.WaitFor(py, JobDone, 120s);
+    INFO("python: " << st.reason());
+    REQUIRE(st.state() == "succeeded");
+    CHECK(Hashes(c, py) == Hashes(c, alike));
+    CHECK(told(py).size() == 1);
+    CHECK_THAT(ReadFile(c.dir / kClusterRegions[1] / py / "worker-0.log"),
+               Catch::Contains("resynced at start, holding the first region's parameters"));
   }
 }
 

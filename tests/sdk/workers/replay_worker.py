@@ -1,8 +1,10 @@
 """The PyTorch twin of c_replay_worker.c: the same exact SGD steps through longhaul.torch.
 
-Usage: replay_worker.py NUM_PARAMS [HOST_COPY_REGION]
+Usage: replay_worker.py NUM_PARAMS [HOST_COPY_REGION [OTHER_START_REGION]]
 With HOST_COPY_REGION, that region's worker goes through a host copy of its
 parameters, as it does for parameters on a GPU: its hashes must not change.
+The worker of OTHER_START_REGION builds other initial parameters, as a script
+that forgot to seed would.
 """
 import sys
 
@@ -12,6 +14,7 @@ import longhaul.torch as lh
 
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
 host_copy_region = int(sys.argv[2]) if len(sys.argv) > 2 else -1
+other_start_region = int(sys.argv[3]) if len(sys.argv) > 3 else -1
 cfg = lh.job_config()
 idx = torch.arange(n, dtype=torch.int64)
 
@@ -19,11 +22,18 @@ idx = torch.arange(n, dtype=torch.int64)
 class Flat(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.w = torch.nn.Parameter(((idx * 37) % 101 - 50).to(torch.float32) / 64.0)
+        mix = 41 if cfg.region_index == other_start_region else 37
+        self.w = torch.nn.Parameter(((idx * mix) % 101 - 50).to(torch.float32) / 64.0)
 
 
 model = Flat()
 diloco = lh.DiLoCo(model, _host_copy=cfg.region_index == host_copy_region)
+if diloco.resynced:
+    # The model holds the first region's initial parameters now.
+    seeded = ((idx * 37) % 101 - 50).to(torch.float32) / 64.0
+    if not torch.equal(model.w.detach(), seeded):
+        sys.exit("replay_worker: resynced at start, but the model does not hold the first region's parameters")
+    print("replay_worker: resynced at start, holding the first region's parameters", file=sys.stderr)
 while not diloco.finished:
     g = diloco.job_step + 1
     model.w.grad = ((idx * 7 + g * 3 + cfg.region_index * 5) % 17 - 8).to(torch.float32) / 4096.0
