@@ -126,7 +126,7 @@ def worker(args) -> int:
                     region_index=cfg.region_index, region_count=cfg.region_count,
                     rank=cfg.rank, world_size=cfg.world_size)
 
-    torch.manual_seed(cfg.seed)  # every region must build identical initial parameters
+    torch.manual_seed(cfg.seed)  # identical initial parameters everywhere: no start-up transfer
     model = build_model(args)
 
     last_eval = {"fresh": False, "val": float("nan")}

@@ -165,9 +165,12 @@ void Orchestrator::HandleJobReady(const std::string& identity, const v1::Control
       return Reject("bad_job_ready", r.region() + " reported a bad " + bad.message() + " for " + job.rec.id);
     }
   }
-  if (!IsParameterHash(r.param_hash()) && !r.param_hash().empty())
-    return Reject("bad_job_ready", r.region() + " reported a parameter hash for " + job.rec.id +
-                                       " that is not 16 hex digits: " + spec_limits::ShortQuote(r.param_hash()));
+  if (!IsParameterHash(r.param_hash()) && !r.param_hash().empty()) {
+    const std::string why = "its JobReady carried a parameter hash that is not 16 hex digits: " +
+                            spec_limits::ShortQuote(r.param_hash());
+    job.Member(r.region())->detail = why;  // named if the job gives up waiting for it
+    return Reject("bad_job_ready", r.region() + " for " + job.rec.id + ": " + why);
+  }
   if (const JobMember* m = job.Member(r.region());
       !m->restore_from.empty() && r.restored_round() != job.rec.last_committed_round) {
     // The launch from before the restore was asked for answering late: the
@@ -350,7 +353,7 @@ void Orchestrator::CheckScheduledJob(Job& job) {
   SendAssignments(job);
   std::vector<std::string> pending;
   for (const auto& m : job.members)
-    if (!m.ready) pending.push_back(m.region);
+    if (!m.ready) pending.push_back(m.region + (m.detail.empty() ? "" : " (" + m.detail + ")"));
   if (pending.empty()) {
     longhaul::Status saved = Transition(job, "starting the job", [&](Job& j) {
       j.rec.state = JobState::kRunning;

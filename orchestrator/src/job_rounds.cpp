@@ -105,13 +105,15 @@ void Orchestrator::StartAttempt(Job& job) {
                      r ? registry_.MissedHeartbeats(*r) : 0, m.detail, m.start_param_hash});
   }
   // Before the first commit, a region that starts from other parameters than
-  // the first region receives the first region's at round 1.
+  // the reference region receives the reference's at round 1.
   StartParameters start;
   if (job.rec.last_committed_round == 0 && replicas_identical) {
-    start = CompareStartParameters(views);
-    for (auto& v : views)
+    start = CompareStartParameters(views, !job.start_hashes_disagreed);
+    for (auto& v : views) {
+      if (v.region == start.reference) v.holds_state = true;
       if (std::find(start.differing.begin(), start.differing.end(), v.region) != start.differing.end())
         v.holds_state = false;
+    }
   }
   RoundMembership ms = PlanRoundMembership(views, job.rec.spec.min_regions());
   if (!ms.ok && RestoreFromCheckpoint(job, views)) return;
@@ -227,10 +229,11 @@ void Orchestrator::StartAttempt(Job& job) {
   if (job.failed_attempts > 0 || !ms.joining.empty())
     Event(job, "round_started", "round " + std::to_string(a.round) + " epoch " + std::to_string(a.epoch) + ": " +
                                     ms.reason);
-  if (!start.reason.empty()) {
+  if (!start.reason.empty() && start.reason != job.start_parameters_said) {  // once, not at every retry
     spdlog::warn("{}: round {} epoch {}: {}", a.job_id, a.round, a.epoch, start.reason);
     Event(job, "start_parameters_differ",
           "round " + std::to_string(a.round) + " epoch " + std::to_string(a.epoch) + ": " + start.reason);
+    job.start_parameters_said = start.reason;
   }
   job.waiting_reason = "round " + std::to_string(a.round) + " epoch " + std::to_string(a.epoch) + " started";
   job.attempt = std::move(a);
@@ -371,6 +374,10 @@ void Orchestrator::AbortAttempt(Job& job, const RoundDecision& d) {
   for (const auto& region : a.participants)
     if (!a.reports.count(region)) job.last_aborted->unreported.insert(region);
   if (metrics_) metrics_->RoundAborted(a.job_id, d.kind);
+  // Round 1 ended with disagreeing hashes: a region's start hash may not say
+  // what it holds (a bootstrap it received before an abort), so the next
+  // attempt bootstraps every other region from the reference.
+  if (d.kind == "hash_mismatch" && job.rec.last_committed_round == 0) job.start_hashes_disagreed = true;
   // Who is out of the next round, durable before the regions hear the abort.
   // The abort itself goes out whatever the write did: it makes nothing durable,
   // and a member the file still lists as ready is confirmed again by heartbeats.

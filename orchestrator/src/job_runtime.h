@@ -47,6 +47,10 @@ struct Orchestrator::Job {
   std::vector<JobMember> members;
   std::optional<RoundAttempt> attempt;
   int failed_attempts = 0;           // of the current round
+  // Before the first commit (StartAttempt): the last start_parameters_differ
+  // said, and whether round 1 already failed on disagreeing hashes.
+  std::string start_parameters_said;
+  bool start_hashes_disagreed = false;
   // The last aborted attempt and its participants that had not reported: a
   // failure report of theirs that arrives after the abort (it lost the race
   // with the round's deadline) is still recorded, once (RecordLateFailure).

@@ -62,26 +62,38 @@ std::string PlacementClass(const v1::JobSpec& spec) {
   return c;
 }
 
-StartParameters CompareStartParameters(const std::vector<JobMemberView>& members) {
+StartParameters CompareStartParameters(const std::vector<JobMemberView>& members, bool trust_hashes) {
   StartParameters out;
   std::vector<const JobMemberView*> ready;
   for (const auto& m : members)
     if (m.up && m.ready) ready.push_back(&m);
   if (ready.empty()) return out;
-  for (const auto* m : ready)
-    if (m->start_hash.empty()) return out;
-  const JobMemberView& reference = *ready.front();
+  auto holder = std::find_if(ready.begin(), ready.end(), [](const JobMemberView* m) { return m->holds_state; });
+  const JobMemberView& reference = holder != ready.end() ? **holder : *ready.front();
+  out.reference = reference.region;
   std::vector<std::string> others;
   for (const auto* m : ready) {
-    if (m->start_hash == reference.start_hash) continue;
+    if (m == &reference || !m->holds_state) continue;
+    if (trust_hashes) {
+      if (m->start_hash.empty() || reference.start_hash.empty()) {
+        out.differing.clear();
+        return out;
+      }
+      if (m->start_hash == reference.start_hash) continue;
+    }
     out.differing.push_back(m->region);
     others.push_back(m->region + " from " + m->start_hash);
   }
   if (out.differing.empty()) return out;
   const char* receive = out.differing.size() == 1 ? " receives " : " receive ";
+  const std::string who = Join(out.differing) + receive + reference.region + "'s at round 1";
+  if (!trust_hashes) {
+    out.reason = "round 1 failed on disagreeing hashes, so start hashes are not trusted: " + who;
+    return out;
+  }
   out.reason = "regions start from different parameters: " + reference.region + " from " + reference.start_hash +
-               ", " + Join(others, ", ") + "; " + Join(out.differing) + receive + reference.region +
-               "'s at round 1 (seed the model alike in every region to save the transfer)";
+               ", " + Join(others, ", ") + "; " + who +
+               " (seed the model alike in every region to save the transfer)";
   return out;
 }
 

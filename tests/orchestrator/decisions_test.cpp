@@ -68,6 +68,7 @@ TEST_CASE("start parameters: a ready region whose hash differs from the first re
   REQUIRE(r.ok);
   CHECK(r.joining == std::vector<std::string>{"c"});
   CHECK(r.bootstrap_region == "b");
+  m[2].holds_state = true;
 
   // Everyone agrees: nothing to say. A region not ready yet is not compared.
   m[2].start_hash = h1;
@@ -82,10 +83,32 @@ TEST_CASE("start parameters: a ready region whose hash differs from the first re
   s = CompareStartParameters(m);
   CHECK(s.differing == std::vector<std::string>{"c", "d"});
   CHECK_THAT(s.reason, Catch::Contains("c, d receive b's"));
+  // Hashes not trusted (round 1 failed on disagreeing hashes): every other holder differs.
+  m[2].start_hash = m[3].start_hash = h1;
+  s = CompareStartParameters(m, false);
+  CHECK(s.differing == std::vector<std::string>{"c", "d"});
+  CHECK_THAT(s.reason, Catch::Contains("not trusted"));
   // A ready region that reported no hash (an older agent): nothing is compared.
   m[3].start_hash.clear();
   CHECK(CompareStartParameters(m).differing.empty());
   CHECK(CompareStartParameters({}).differing.empty());
+}
+
+TEST_CASE("start parameters: the reference holds state, and without a holder the first ready region gives the start",
+          "[membership]") {
+  const std::string h1 = "00000000000000a1", h2 = "00000000000000b2";
+  // b joined from a in a round 1 that failed, and a is gone: c, which holds
+  // its own start, is the reference; b joins whatever its hash says.
+  std::vector<JobMemberView> m = {{"a", false, false, false, 5, "", h1}, {"b", true, true, false, 0, "", h2},
+                                  {"c", true, true, true, 0, "", h1}};
+  StartParameters s = CompareStartParameters(m);
+  CHECK(s.reference == "c");
+  CHECK(s.differing.empty());
+  // Only b is left: it gives the start.
+  m[2].up = false;
+  s = CompareStartParameters(m);
+  CHECK(s.reference == "b");
+  CHECK(s.differing.empty());
 }
 
 TEST_CASE("checkpoint source: only when no member holds state, an up member with its own checkpoint not refused",

@@ -165,6 +165,7 @@ TEST_CASE("flow: a region that starts from other parameters than the first regio
   // A hash that is not one is refused with the message: c is not ready.
   rig.Ready(job, "c", "id-c", 0, "not a hash");
   CHECK(Starts(rig.Take()).empty());
+  CHECK(rig.o().JobStatusOf(job).value().state() == "scheduled");
   rig.Ready(job, "c", "id-c", 0, seeded);
   auto starts = Starts(rig.Take());
   REQUIRE(starts.size() == 3);
@@ -184,6 +185,66 @@ TEST_CASE("flow: a region that starts from other parameters than the first regio
   CHECK(starts["id-a"].round() == 2);
   CHECK(starts["id-a"].joining_regions_size() == 0);
   CHECK(EventMessages(rig, job, "start_parameters_differ").size() == 1);
+}
+
+TEST_CASE("flow: a job whose region sends a malformed start hash fails at the round timeout naming it",
+          "[orchestrator]") {
+  Rig rig("bad-start-hash");
+  const std::string job = AssignJob(rig, 2);
+  rig.Ready(job, "a", "id-a", 0, "5eed5eed5eed5eed");
+  rig.Ready(job, "b", "id-b", 0, "5eed5eed5eed5eed");
+  rig.Ready(job, "c", "id-c", 0, "5EED5EED");
+  rig.Pass(6s, kAll, {job});  // the round timeout is 5 s
+  const auto status = rig.o().JobStatusOf(job).value();
+  CHECK(status.state() == "failed");
+  CHECK_THAT(status.reason(), Catch::Contains("c (its JobReady carried a parameter hash that is not 16 hex digits") &&
+                                  Catch::Contains("did not report ready"));
+}
+
+TEST_CASE("flow: round 1 retried without the region others joined from: one that holds its own start bootstraps "
+          "them",
+          "[orchestrator]") {
+  Rig rig("start-hash-abort");
+  const std::string job = AssignJob(rig, 2);  // min_regions 2
+  const std::string h1 = "00000000000000a1", h2 = "00000000000000b2";
+  rig.Ready(job, "a", "id-a", 0, h1);
+  rig.Ready(job, "b", "id-b", 0, h2);
+  rig.Ready(job, "c", "id-c", 0, h1);
+  auto starts = Starts(rig.Take());
+  REQUIRE(starts.size() == 3);
+  REQUIRE(starts["id-b"].joining_regions_size() == 1);
+  CHECK(starts["id-b"].bootstrap_region() == "a");
+  // a goes silent: round 1 is retried with b and c. b lost what it was joining
+  // for; c holds its own start, which b takes (not the other way round).
+  rig.Pass(400ms, {{"b", "id-b"}, {"c", "id-c"}}, {job});
+  starts = Starts(rig.Take());
+  REQUIRE(starts.size() == 2);
+  CHECK(starts["id-b"].round() == 1);
+  REQUIRE(starts["id-b"].joining_regions_size() == 1);
+  CHECK(starts["id-b"].joining_regions(0) == "b");
+  CHECK(starts["id-b"].bootstrap_region() == "c");
+}
+
+TEST_CASE("flow: after round 1 failed on disagreeing hashes no start hash is trusted: the others are bootstrapped",
+          "[orchestrator]") {
+  Rig rig("start-hash-untrusted");
+  const std::string job = AssignJob(rig, 2);
+  for (auto& [r, id] : kAll) rig.Ready(job, r, id, 0, "00000000000000a1");  // all the same, so far as they say
+  auto starts = Starts(rig.Take());
+  REQUIRE(starts.size() == 3);
+  CHECK(starts["id-a"].joining_regions_size() == 0);
+  const uint64_t epoch = starts["id-a"].epoch();
+  rig.Report(job, 1, epoch, "a", "id-a", "x");
+  rig.Report(job, 1, epoch, "b", "id-b", "y");
+  rig.Report(job, 1, epoch, "c", "id-c", "y");
+  starts = Starts(rig.Take());
+  REQUIRE(starts.size() == 3);
+  CHECK(starts["id-a"].round() == 1);
+  CHECK(starts["id-a"].joining_regions_size() == 2);
+  CHECK(starts["id-a"].bootstrap_region() == "a");
+  const auto said = EventMessages(rig, job, "start_parameters_differ");
+  REQUIRE(said.size() == 1);
+  CHECK_THAT(said[0], Catch::Contains("not trusted") && Catch::Contains("b, c receive a's at round 1"));
 }
 
 TEST_CASE("flow: an agent restarted while its job starts is assigned the job again at once, a reconnect is sent "

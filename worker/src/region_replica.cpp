@@ -1,8 +1,10 @@
 #include "longhaul/worker/region_replica.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "longhaul/common/checksum.h"
@@ -83,6 +85,23 @@ Status RegionReplica::StartFromWorkerZero() {
   if (group_.size() <= 1) return Status::Ok();
   LONGHAUL_RETURN_IF_ERROR(LocalToHost());
   theta_.assign(local_.begin(), local_.end());
+  // Worker 0's parameter count and hash first (16 bytes carried bit for bit in
+  // four floats): the parameters themselves go over the group only when some
+  // worker's differ, and different counts are an error naming them.
+  const uint64_t mine[2] = {theta_.size(), Checksum64(theta_.data(), theta_.size() * sizeof(float))};
+  std::array<float, 4> zero{};
+  std::memcpy(zero.data(), mine, sizeof(mine));
+  LONGHAUL_RETURN_IF_ERROR(group_.Broadcast(zero, 0).WithContext("worker 0's parameter count and hash"));
+  uint64_t theirs[2];
+  std::memcpy(theirs, zero.data(), sizeof(theirs));
+  std::array<float, 2> differ = {theirs[0] != mine[0] ? 1.0f : 0.0f, theirs[1] != mine[1] ? 1.0f : 0.0f};
+  LONGHAUL_RETURN_IF_ERROR(group_.AllReduceMean(differ).WithContext("comparing the workers' initial parameters"));
+  if (differ[0] > 0) {
+    return InvalidArgument("the workers of region " + options_.region + " hold different numbers of parameters: worker " +
+                           std::to_string(group_.rank()) + " " + std::to_string(mine[0]) + ", worker 0 " +
+                           std::to_string(theirs[0]));
+  }
+  if (differ[1] == 0) return Status::Ok();
   LONGHAUL_RETURN_IF_ERROR(group_.Broadcast(theta_, 0).WithContext("taking worker 0's initial parameters"));
   std::copy(theta_.begin(), theta_.end(), local_.begin());
   return LocalToDevice();

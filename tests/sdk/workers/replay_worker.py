@@ -1,10 +1,10 @@
 """The PyTorch twin of c_replay_worker.c: the same exact SGD steps through longhaul.torch.
 
-Usage: replay_worker.py NUM_PARAMS [HOST_COPY_REGION [OTHER_START_REGION]]
-With HOST_COPY_REGION, that region's worker goes through a host copy of its
-parameters, as it does for parameters on a GPU: its hashes must not change.
-The worker of OTHER_START_REGION builds other initial parameters, as a script
-that forgot to seed would.
+Usage: replay_worker.py NUM_PARAMS [HOST_COPY_REGION [OTHER_START_REGION [OTHER_START_RANK]]]
+With HOST_COPY_REGION, that region's workers go through a host copy of their
+parameters, as they do for parameters on a GPU: their hashes must not change.
+The workers of OTHER_START_REGION, or only its worker OTHER_START_RANK, build
+other initial parameters, as a script that forgot to seed would.
 """
 import sys
 
@@ -15,6 +15,7 @@ import longhaul.torch as lh
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
 host_copy_region = int(sys.argv[2]) if len(sys.argv) > 2 else -1
 other_start_region = int(sys.argv[3]) if len(sys.argv) > 3 else -1
+other_start_rank = int(sys.argv[4]) if len(sys.argv) > 4 else -1
 cfg = lh.job_config()
 idx = torch.arange(n, dtype=torch.int64)
 
@@ -22,7 +23,8 @@ idx = torch.arange(n, dtype=torch.int64)
 class Flat(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        mix = 41 if cfg.region_index == other_start_region else 37
+        other = cfg.region_index == other_start_region and other_start_rank in (-1, cfg.rank)
+        mix = 41 if other else 37
         self.w = torch.nn.Parameter(((idx * mix) % 101 - 50).to(torch.float32) / 64.0)
 
 

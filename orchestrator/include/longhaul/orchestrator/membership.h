@@ -64,17 +64,25 @@ RoundMembership PlanRoundMembership(const std::vector<JobMemberView>& members, u
 
 // Before the first commit every region should start from the same theta(0):
 // the built-in trainer seeds it from the job, a user's script seeds its model
-// itself. The first up+ready member (job order) is the reference. Every other
-// up+ready member whose start hash differs from the reference's is `differing`:
-// it holds no state, so PlanRoundMembership has it receive the reference's
-// parameters at round 1, as it would a region that rejoins (DDP's broadcast
-// from rank 0, across regions). When a member that is up and ready reported no
-// hash (an agent from before the hash), nothing is compared.
+// itself. The reference is the first up+ready member (job order) that holds
+// state, as PlanRoundMembership's bootstrap region is; when none does (every
+// holder was lost after a round 1 that bootstrapped others), the first up+ready
+// member is: before a commit any region's start will do, and the caller
+// counts the reference as holding state. Every
+// other up+ready member holding state whose start hash differs from the
+// reference's is `differing`: it holds no state, so PlanRoundMembership has it
+// receive the reference's parameters at round 1, as it would a region that
+// rejoins (DDP's broadcast from rank 0, across regions). Members without state
+// join whatever their hash. When a member that is up and ready reported no hash
+// (an agent from before the hash), nothing is compared. `trust_hashes` false
+// (round 1 already failed on disagreeing hashes, so a start hash no longer says
+// what a region holds): every other member holding state differs.
 struct StartParameters {
+  std::string reference;               // "" when no member is up and ready
   std::vector<std::string> differing;  // job order
   std::string reason;                  // names the hashes and who receives whose; "" when none differs
 };
-StartParameters CompareStartParameters(const std::vector<JobMemberView>& members);
+StartParameters CompareStartParameters(const std::vector<JobMemberView>& members, bool trust_hashes = true);
 
 // When no member holds the last committed parameters: the member to restore
 // them from its own checkpoint of that round (`checkpoints`: region -> path; a
