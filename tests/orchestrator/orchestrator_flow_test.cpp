@@ -225,6 +225,28 @@ TEST_CASE("flow: round 1 retried without the region others joined from: one that
   CHECK(starts["id-b"].bootstrap_region() == "c");
 }
 
+TEST_CASE("flow: round 1 retried after every region holding a start was lost: the first ready region gives it",
+          "[orchestrator]") {
+  Rig rig("start-hash-no-holder");
+  const std::string job = AssignJob(rig, 2);  // min_regions 2
+  const std::string h1 = "00000000000000a1", h2 = "00000000000000b2";
+  rig.Ready(job, "a", "id-a", 0, h1);
+  rig.Ready(job, "b", "id-b", 0, h2);
+  rig.Ready(job, "c", "id-c", 0, h2);
+  auto starts = Starts(rig.Take());
+  REQUIRE(starts.size() == 3);
+  CHECK(starts["id-b"].joining_regions_size() == 2);
+  // a goes silent: b and c, both joining from it, are left without a holder.
+  rig.Pass(400ms, {{"b", "id-b"}, {"c", "id-c"}}, {job});
+  starts = Starts(rig.Take());
+  INFO(rig.o().JobStatusOf(job).value().reason());
+  REQUIRE(starts.size() == 2);
+  CHECK(starts["id-b"].round() == 1);
+  REQUIRE(starts["id-b"].joining_regions_size() == 1);
+  CHECK(starts["id-b"].joining_regions(0) == "c");
+  CHECK(starts["id-b"].bootstrap_region() == "b");
+}
+
 TEST_CASE("flow: after round 1 failed on disagreeing hashes no start hash is trusted: the others are bootstrapped",
           "[orchestrator]") {
   Rig rig("start-hash-untrusted");
@@ -245,6 +267,15 @@ TEST_CASE("flow: after round 1 failed on disagreeing hashes no start hash is tru
   const auto said = EventMessages(rig, job, "start_parameters_differ");
   REQUIRE(said.size() == 1);
   CHECK_THAT(said[0], Catch::Contains("not trusted") && Catch::Contains("b, c receive a's at round 1"));
+  // Disagreeing again: the same attempt again, said once.
+  const uint64_t again = starts["id-a"].epoch();
+  rig.Report(job, 1, again, "a", "id-a", "x");
+  rig.Report(job, 1, again, "b", "id-b", "y");
+  rig.Report(job, 1, again, "c", "id-c", "y");
+  starts = Starts(rig.Take());
+  REQUIRE(starts.size() == 3);
+  CHECK(starts["id-a"].joining_regions_size() == 2);
+  CHECK(EventMessages(rig, job, "start_parameters_differ").size() == 1);
 }
 
 TEST_CASE("flow: an agent restarted while its job starts is assigned the job again at once, a reconnect is sent "

@@ -274,7 +274,7 @@ TEST_CASE("sdk: a region whose workers build different parameters starts from it
   // parameters (as for a model on a GPU).
   const std::string py =
       c.Submit(spec({kPython, kSource + "/tests/sdk/workers/replay_worker.py", "3000", "0", "0", "1"}));
-  st = c.WaitFor(py, JobDone, 120s);
+  st = c.WaitFor(py, JobDone, 240s);
   INFO("python: " << st.reason());
   REQUIRE(st.state() == "succeeded");
   CHECK(Hashes(c, py) == Hashes(c, alike));

@@ -86,7 +86,8 @@ Status RegionReplica::StartFromWorkerZero() {
   LONGHAUL_RETURN_IF_ERROR(LocalToHost());
   theta_.assign(local_.begin(), local_.end());
   // Worker 0's parameter count and hash first (16 bytes carried bit for bit in
-  // four floats): the parameters themselves go over the group only when some
+  // four floats: the region group is Gloo's, whose broadcast copies bytes and
+  // does no arithmetic): the parameters themselves go over the group only when some
   // worker's differ, and different counts are an error naming them.
   const uint64_t mine[2] = {theta_.size(), Checksum64(theta_.data(), theta_.size() * sizeof(float))};
   std::array<float, 4> zero{};
@@ -97,9 +98,11 @@ Status RegionReplica::StartFromWorkerZero() {
   std::array<float, 2> differ = {theirs[0] != mine[0] ? 1.0f : 0.0f, theirs[1] != mine[1] ? 1.0f : 0.0f};
   LONGHAUL_RETURN_IF_ERROR(group_.AllReduceMean(differ).WithContext("comparing the workers' initial parameters"));
   if (differ[0] > 0) {
-    return InvalidArgument("the workers of region " + options_.region + " hold different numbers of parameters: worker " +
-                           std::to_string(group_.rank()) + " " + std::to_string(mine[0]) + ", worker 0 " +
-                           std::to_string(theirs[0]));
+    const std::string zero_has = "worker 0 holds " + std::to_string(theirs[0]) + " parameters";
+    return InvalidArgument(
+        "the workers of region " + options_.region + " hold different numbers of parameters: " + zero_has +
+        (mine[0] != theirs[0] ? ", worker " + std::to_string(group_.rank()) + " " + std::to_string(mine[0])
+                              : ", another worker a different number"));
   }
   if (differ[1] == 0) return Status::Ok();
   LONGHAUL_RETURN_IF_ERROR(group_.Broadcast(theta_, 0).WithContext("taking worker 0's initial parameters"));

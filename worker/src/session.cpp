@@ -262,10 +262,10 @@ Status Session::Start(std::span<float> params, StartOptions options) {
       if (!want.empty() && ParameterHash(replica_->theta()) != want)
         return DataLoss("checkpoint " + path + ": its parameters hash to " + ParameterHash(replica_->theta()) +
                         ", round " + std::to_string(restored) + " committed " + want.substr(0, 40));
-    } else if (assignment_.start_round() <= 1) {
-      // A fresh job: the region's workers begin from worker 0's parameters, so
-      // worker 0's hash in the hello stands for the region. (A launch that
-      // joins a running job receives the job's parameters at its first round.)
+    } else {
+      // The region's workers begin from worker 0's parameters, so worker 0's
+      // hash in the hello stands for the region (a launch joining a running
+      // job, whose kind has no cross-region link to bootstrap it, included).
       LONGHAUL_RETURN_IF_ERROR(replica_->StartFromWorkerZero());
     }
     return Status::Ok();

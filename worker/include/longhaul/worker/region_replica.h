@@ -241,9 +241,11 @@ class RegionReplica {
   // Loads theta (and this worker's pieces of the outer state) from a checkpoint
   // file written by WriteCheckpoint into theta and local; returns its round.
   Result<uint32_t> RestoreCheckpoint(const std::filesystem::path& path);
-  // A fresh start: every worker of the region takes worker 0's parameters (as
-  // DDP broadcasts rank 0's when it wraps a model), so the region starts from
-  // one theta(0) whatever each worker built. A collective of the region group.
+  // A start without a checkpoint: every worker of the region takes worker 0's
+  // parameters (as DDP broadcasts rank 0's when it wraps a model), so the
+  // region starts from one theta(0) whatever each worker built. Only worker
+  // 0's count and hash travel when the workers agree. A collective of the
+  // region group.
   Status StartFromWorkerZero();
 
  private:
