@@ -41,14 +41,15 @@ of all regions, so every replica holds the same statistics and the parameter
 hash covers them. Buffers of other types (BatchNorm's num_batches_tracked
 counter) are not carried; every region counts the same steps.
 
-Given the optimizer (Adam or AdamW), DiLoCo makes its moments views of flat
-tensors too: a rolled-back round restores them with the parameters, a region
-that joins a sync job receives the live regions' moments (so every region keeps
-taking the same step), and the optimizer's step counter follows job_step.
-Without it the optimizer's state is the script's alone: not rolled back, and a
-region that rejoins a sync job starts from fresh moments while the others do
-not, so its replicas disagree. The inner optimizer's own state (AdamW moments) is
-rolled back with the parameters only when DiLoCo is given the optimizer (below).
+Given the optimizer, DiLoCo makes its per-parameter state views of flat tensors
+too (Adam, AdamW, Adamax, NAdam, RAdam, Adagrad, Adadelta, RMSprop, SGD; their
+moments, momentum buffers and running averages): a rolled-back round restores
+them with the parameters, a region that joins a sync job receives the live
+regions' state (so every region keeps taking the same step), and the
+optimizer's step counter follows job_step. Another optimizer is refused by name
+(pass optimizer=None). Without the optimizer its state is the script's alone:
+not rolled back, and a region that rejoins a sync job starts from fresh state
+while the others do not, so its replicas disagree.
 Several workers per region: the agent sets
 torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), so
 torch.distributed.init_process_group("gloo") works; average the gradients inside
@@ -68,7 +69,7 @@ ROLLED_BACK = "rolled_back"
 RESYNCED = "resynced"
 FINISHED = "finished"
 
-__all__ = ["DiLoCo", "JobConfig", "LonghaulError", "errors", "job_config", "flatten_parameters", "bind_optimizer_state",
+__all__ = ["DiLoCo", "JobConfig", "LonghaulError", "errors", "job_config", "flatten_parameters", "bind_optimizer_state", "follow_step",
            "NONE", "COMMITTED", "ROLLED_BACK", "RESYNCED", "FINISHED"]
 
 
@@ -126,41 +127,116 @@ def _flatten(model, with_buffers):
     return flat, tensors, buffers
 
 
-_MOMENTS = {torch.optim.Adam: ["exp_avg", "exp_avg_sq"], torch.optim.AdamW: ["exp_avg", "exp_avg_sq"]}
+def _adam_state(group):
+    return ["exp_avg", "exp_avg_sq"] + (["max_exp_avg_sq"] if group.get("amsgrad") else [])
+
+
+def _nadam_scalars(group, step):
+    """NAdam's running product of its momentum coefficients after `step` steps,
+    computed as torch.optim.NAdam computes it (float32, one factor per step)."""
+    product = torch.tensor(1.0)
+    for s in range(1, step + 1):
+        product *= group["betas"][0] * (1.0 - 0.5 * (0.96 ** (float(s) * group["momentum_decay"])))
+    return {"mu_product": product}
+
+
+class _Carried:
+    """How longhaul carries one torch.optim optimizer's state.
+
+    tensors(group): the per-parameter state tensors (each of the parameter's
+    shape) the group's settings use, with torch.optim's names; step: how the
+    optimizer keeps its step counter ("tensor", "int", or None: it has none);
+    scalars(group, step): other per-parameter state that follows from the step
+    counter alone, recomputed with it."""
+
+    def __init__(self, tensors, step, scalars=None):
+        self.tensors, self.step, self.scalars = tensors, step, scalars
+
+
+# The optimizers whose state longhaul carries (exact types: a subclass may keep
+# more). Every state tensor a parameter's first step would create starts at zero.
+_CARRIED = {
+    torch.optim.Adam: _Carried(_adam_state, "tensor"),
+    torch.optim.AdamW: _Carried(_adam_state, "tensor"),
+    torch.optim.Adamax: _Carried(lambda g: ["exp_avg", "exp_inf"], "tensor"),
+    torch.optim.NAdam: _Carried(lambda g: ["exp_avg", "exp_avg_sq"], "tensor", _nadam_scalars),
+    torch.optim.RAdam: _Carried(lambda g: ["exp_avg", "exp_avg_sq"], "tensor"),
+    torch.optim.Adagrad: _Carried(lambda g: ["sum"], "tensor"),  # created by its constructor: kept
+    torch.optim.Adadelta: _Carried(lambda g: ["square_avg", "acc_delta"], "int"),
+    torch.optim.RMSprop: _Carried(lambda g: ["square_avg"] + (["momentum_buffer"] if g["momentum"] > 0 else [])
+                                  + (["grad_avg"] if g["centered"] else []), "int"),
+    torch.optim.SGD: _Carried(lambda g: ["momentum_buffer"] if g["momentum"] != 0 else [], None),
+}
+
+
+def _carried(optimizer):
+    kind = type(optimizer)
+    if kind not in _CARRIED:
+        names = ", ".join(sorted(k.__name__ for k in _CARRIED))
+        raise TypeError(f"longhaul carries the state of torch.optim {names}, not {kind.__name__}; "
+                        "pass optimizer=None to keep its state to the script")
+    return _CARRIED[kind]
 
 
 def bind_optimizer_state(optimizer, tensors, params, numel):
     """Makes the optimizer's per-parameter state views of flat float32 tensors of
     `numel` floats, parameter p's at p's offset in the model's flat tensor
-    (`tensors`, `params`: flatten order). Values the optimizer already holds are
-    kept. Adam and AdamW (amsgrad included); returns the flat tensors."""
-    kind = type(optimizer)
-    if kind not in _MOMENTS:
-        raise TypeError(f"longhaul carries the state of torch.optim.Adam and AdamW, not {kind.__name__}; "
-                        "pass optimizer=None to keep its state to the script")
-    names = list(_MOMENTS[kind])
-    if any(group.get("amsgrad", False) for group in optimizer.param_groups):
-        names.append("max_exp_avg_sq")
+    (`tensors`, `params`: flatten order), one flat tensor per state name
+    (_CARRIED: Adam, AdamW, Adamax, NAdam, RAdam, Adagrad, Adadelta, RMSprop,
+    SGD). Values the optimizer already holds are kept; a parameter it has not
+    stepped yet gets the zeros its first step would start from. Returns the
+    flat tensors."""
+    carried = _carried(optimizer)
+    names = []
+    for group in optimizer.param_groups:
+        names += [n for n in carried.tensors(group) if n not in names]
     where = {id(p): (offset, n, shape) for p, (_, shape, offset, n) in zip(params, tensors)}
     device = params[0].device if params else torch.device("cpu")
     flats = [torch.zeros(numel, dtype=torch.float32, device=device) for _ in names]
     with torch.no_grad():
         for group in optimizer.param_groups:
+            if (type(optimizer) is torch.optim.SGD and group["momentum"] != 0 and group["dampening"] != 0
+                    and any("momentum_buffer" not in optimizer.state[p] for p in group["params"])):
+                raise ValueError("SGD with dampening starts its momentum buffer from the first gradient undamped, "
+                                 "which a carried buffer cannot do: use dampening=0, step once before DiLoCo, "
+                                 "or pass optimizer=None")
             for p in group["params"]:
                 if id(p) not in where:
                     raise ValueError("the optimizer holds a tensor that is not a parameter of the model")
                 offset, n, shape = where[id(p)]
                 state = optimizer.state[p]
+                fresh = len(state) == 0
                 step = state.get("step", 0)
-                # Fused and capturable Adam keep their step counter with the parameter.
-                on_param = group.get("fused") or group.get("capturable")
-                state["step"] = torch.tensor(float(step), device=p.device if on_param else "cpu")
+                if carried.step == "tensor":
+                    # Fused and capturable Adam keep their step counter with the parameter.
+                    on_param = group.get("fused") or group.get("capturable")
+                    state["step"] = torch.tensor(float(step), device=p.device if on_param else "cpu")
+                elif carried.step == "int":
+                    state["step"] = int(step)
+                if carried.scalars and fresh:
+                    state.update(carried.scalars(group, 0))
                 for name, flat in zip(names, flats):
                     view = flat[offset:offset + n].view(shape)
-                    if name in state:
+                    if state.get(name) is not None:  # SGD without momentum keeps None
                         view.copy_(state[name])
                     state[name] = view
     return flats
+
+
+def follow_step(optimizer, step):
+    """Sets the optimizer's step counter (and what follows from it, _Carried.scalars)
+    to `step`, as after a rollback or a rejoin to a job at that step."""
+    carried = _carried(optimizer)
+    for group in optimizer.param_groups:
+        scalars = carried.scalars(group, step) if carried.scalars else {}
+        for p in group["params"]:
+            state = optimizer.state[p]
+            if isinstance(state.get("step"), torch.Tensor):
+                state["step"].fill_(float(step))
+            elif "step" in state:
+                state["step"] = int(step)
+            for name, value in scalars.items():
+                state[name].copy_(value)
 
 
 class _HostCopy:
@@ -256,12 +332,9 @@ class DiLoCo:
 
     def _follow_job_step(self):
         """The optimizer's step counter (bias correction) is the job step: after a
-        rollback or a rejoin the restored moments go with it."""
-        if self._optimizer is None:
-            return
-        for state in self._optimizer.state.values():
-            if "step" in state:
-                state["step"].fill_(float(self.job_step))
+        rollback or a rejoin the restored state goes with it."""
+        if self._optimizer is not None:
+            follow_step(self._optimizer, self.job_step)
 
     def sync_gradients(self):
         """Call on every inner step between loss.backward() (and any gradient

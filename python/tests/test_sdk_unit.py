@@ -58,12 +58,30 @@ def test_float_buffers_follow_the_parameters_in_the_flat_tensor_and_training_upd
     assert float(flat[-8:-4].abs().sum()) > 0
 
 
-def _adamw_twins(amsgrad):
+# Every optimizer longhaul carries, in the settings that change which state it
+# keeps, with the number of flat state tensors binding it gives.
+OPTIMIZERS = {
+    "AdamW": (lambda a, b: torch.optim.AdamW(a + b, lr=0.01), 2),
+    "AdamW amsgrad": (lambda a, b: torch.optim.AdamW(a + b, lr=0.01, amsgrad=True), 3),
+    "Adam weight decay": (lambda a, b: torch.optim.Adam(a + b, lr=0.01, weight_decay=0.01), 2),
+    "Adamax": (lambda a, b: torch.optim.Adamax(a + b, lr=0.01), 2),
+    "NAdam": (lambda a, b: torch.optim.NAdam(a + b, lr=0.01), 2),
+    "RAdam": (lambda a, b: torch.optim.RAdam(a + b, lr=0.01), 2),
+    "Adagrad": (lambda a, b: torch.optim.Adagrad(a + b, lr=0.1, lr_decay=0.01, initial_accumulator_value=0.1), 1),
+    "Adadelta": (lambda a, b: torch.optim.Adadelta(a + b, lr=1.0), 2),
+    "RMSprop centered momentum": (lambda a, b: torch.optim.RMSprop(a + b, lr=0.01, momentum=0.9, centered=True), 3),
+    "SGD nesterov": (lambda a, b: torch.optim.SGD(a + b, lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-4), 1),
+    "SGD two groups": (lambda a, b: torch.optim.SGD([{"params": a, "momentum": 0.9}, {"params": b}], lr=0.1), 1),
+}
+
+
+def _twins(kind):
     torch.manual_seed(0)
     a, b = Tiny(), Tiny()
     b.load_state_dict(a.state_dict())
-    opt_a = torch.optim.AdamW(a.parameters(), lr=0.01, amsgrad=amsgrad)
-    opt_b = torch.optim.AdamW(b.parameters(), lr=0.01, amsgrad=amsgrad)
+    make = OPTIMIZERS[kind][0]
+    opt_a = make(list(a.a.parameters()), list(a.b.parameters()))
+    opt_b = make(list(b.a.parameters()), list(b.b.parameters()))
     return a, opt_a, b, opt_b
 
 
@@ -75,48 +93,74 @@ def _train(m, opt, steps, seed):
         opt.step()
 
 
-@pytest.mark.parametrize("amsgrad", [False, True])
-def test_bound_adamw_state_lives_in_flat_tensors_and_steps_exactly_like_a_plain_one(amsgrad):
-    a, opt_a, b, opt_b = _adamw_twins(amsgrad)
+def _same_parameters(a, b):
+    return all(torch.equal(pa, pb) for pa, pb in zip(a.parameters(), b.parameters()))
+
+
+@pytest.mark.parametrize("before", [0, 2], ids=["bound before its first step", "bound after two steps"])
+@pytest.mark.parametrize("kind", list(OPTIMIZERS))
+def test_bound_optimizer_state_lives_in_flat_tensors_and_steps_exactly_like_a_plain_one(kind, before):
+    a, opt_a, b, opt_b = _twins(kind)
     flat, tensors = lh.flatten_parameters(a)
-    _train(a, opt_a, 2, seed=1)  # state before binding is kept
-    _train(b, opt_b, 2, seed=1)
+    _train(a, opt_a, before, seed=1)  # state before binding is kept
+    _train(b, opt_b, before, seed=1)
     params = [p for _, p in a.named_parameters()]
-    moments = lh.bind_optimizer_state(opt_a, tensors, params, flat.numel())
-    assert len(moments) == (3 if amsgrad else 2)
+    state = lh.bind_optimizer_state(opt_a, tensors, params, flat.numel())
+    assert len(state) == OPTIMIZERS[kind][1]
     _train(a, opt_a, 3, seed=2)
     _train(b, opt_b, 3, seed=2)
+    assert _same_parameters(a, b)
+    # Every per-parameter state tensor is still a view of its flat tensor, and
+    # holds what the plain optimizer holds.
     for pa, pb in zip(a.parameters(), b.parameters()):
-        assert torch.equal(pa, pb)
-    first = params[0]
-    assert torch.equal(moments[0][: first.numel()].view(first.shape), opt_b.state[list(b.parameters())[0]]["exp_avg"])
+        for name, value in opt_b.state[pb].items():
+            if isinstance(value, torch.Tensor) and value.shape == pa.shape:
+                mine = opt_a.state[pa][name]
+                assert torch.equal(mine, value), name
+                assert any(f.data_ptr() <= mine.data_ptr() < f.data_ptr() + 4 * f.numel() for f in state), name
 
-    # What a rollback does: the flat moments and the parameters put back, the
-    # step counter set from the job step; the retried steps then match exactly.
-    saved_m = [t.clone() for t in moments]
+    # What a rollback does: the flat state and the parameters put back, the
+    # step counter (and what follows from it) set from the job step; the
+    # retried steps then match exactly.
+    saved_state = [t.clone() for t in state]
     saved_p = flat.clone()
     _train(a, opt_a, 2, seed=3)
-    for t, s in zip(moments, saved_m):
+    for t, s in zip(state, saved_state):
         t.copy_(s)
     with torch.no_grad():
         flat.copy_(saved_p)
-    for state in opt_a.state.values():
-        state["step"].fill_(5.0)
+    lh.follow_step(opt_a, before + 3)
     _train(a, opt_a, 2, seed=3)
     _train(b, opt_b, 2, seed=3)
-    for pa, pb in zip(a.parameters(), b.parameters()):
-        assert torch.equal(pa, pb)
+    assert _same_parameters(a, b)
 
 
 def test_binding_refuses_optimizers_it_cannot_carry_and_foreign_tensors():
     m = Tiny()
     flat, tensors = lh.flatten_parameters(m)
     params = list(m.parameters())
-    with pytest.raises(TypeError, match="Adam and AdamW, not SGD"):
-        lh.bind_optimizer_state(torch.optim.SGD(m.parameters(), lr=0.1), tensors, params, flat.numel())
+    for other in (torch.optim.Rprop(params), torch.optim.LBFGS(params)):
+        with pytest.raises(TypeError, match=f"SGD, not {type(other).__name__}; pass optimizer=None"):
+            lh.bind_optimizer_state(other, tensors, params, flat.numel())
+    with pytest.raises(ValueError, match="SGD with dampening"):
+        lh.bind_optimizer_state(torch.optim.SGD(params, lr=0.1, momentum=0.9, dampening=0.1), tensors, params,
+                                flat.numel())
     stranger = torch.nn.Parameter(torch.zeros(2))
     with pytest.raises(ValueError, match="not a parameter of the model"):
         lh.bind_optimizer_state(torch.optim.AdamW(params + [stranger]), tensors, params, flat.numel())
+
+
+def test_a_dampened_sgd_that_has_stepped_is_carried():
+    a, _, b, _ = _twins("AdamW")
+    opt_a = torch.optim.SGD(a.parameters(), lr=0.1, momentum=0.9, dampening=0.5)
+    opt_b = torch.optim.SGD(b.parameters(), lr=0.1, momentum=0.9, dampening=0.5)
+    flat, tensors = lh.flatten_parameters(a)
+    _train(a, opt_a, 1, seed=1)
+    _train(b, opt_b, 1, seed=1)
+    lh.bind_optimizer_state(opt_a, tensors, list(a.parameters()), flat.numel())
+    _train(a, opt_a, 3, seed=2)
+    _train(b, opt_b, 3, seed=2)
+    assert _same_parameters(a, b)
 
 
 def test_flatten_refuses_parameters_it_cannot_carry():

@@ -280,9 +280,15 @@ TEST_CASE("sdk: a region whose workers build different parameters starts from it
   CHECK(Hashes(c, py) == Hashes(c, alike));
 }
 
-TEST_CASE("sdk: kind sync through PyTorch is data parallelism: 3 regions step like one process with 3x the batch, "
-          "a rolled-back step included",
-          "[sdk][sync]") {
+namespace {
+
+// Kind sync through PyTorch with `optimizer` (sync_dp_worker.py's names),
+// which DiLoCo is given: three regions step like one process with three times
+// the batch. One region fails step 20 after its optimizer step: the round
+// rolls back, the optimizer's state with it, and runs again. That region works
+// through a host copy of its parameters and optimizer state, as for a model on
+// a GPU, and must still step exactly as the others.
+void CheckSyncDataParallel(const std::string& optimizer) {
   const TempDir out("sync-dp");  // declared first: removed after the workers writing into it are gone
   RealCluster c("sdk-sync-dp");
   c.StartOrchestrator();
@@ -292,12 +298,8 @@ TEST_CASE("sdk: kind sync through PyTorch is data parallelism: 3 regions step li
   // H = 1: every step is a round, committed only when the three hashes agree.
   // One more round than kSteps: the workers save their parameters after kSteps
   // steps before the last round's exchange, so the job cannot end first.
-  // One region fails step 20 after its optimizer step: the round rolls back,
-  // AdamW's moments with it (DiLoCo was given the optimizer), and runs again.
-  // That region works through a host copy of its parameters and moments, as
-  // for a model on a GPU, and must still step exactly as the others.
-  v1::JobSpec s =
-      CommandSpec(c, {kPython, script, out.path().string(), std::to_string(kSteps), "20"}, kSteps + 1, 1, 3);
+  v1::JobSpec s = CommandSpec(c, {kPython, script, out.path().string(), std::to_string(kSteps), "20", optimizer},
+                              kSteps + 1, 1, 3);
   s.mutable_sync()->set_kind("sync");
   s.mutable_compression()->set_codec(v1::CODEC_FP32);
   s.mutable_inner()->set_lr(1e-2);
@@ -319,6 +321,20 @@ TEST_CASE("sdk: kind sync through PyTorch is data parallelism: 3 regions step li
   INFO(output);
   CHECK(code == 0);
   CHECK_THAT(output, Catch::Contains("max |difference|"));
+  CHECK_THAT(output, Catch::Contains("'optimizer': '" + optimizer + "'"));
+}
+
+}  // namespace
+
+TEST_CASE("sdk: kind sync through PyTorch is data parallelism: 3 regions step like one process with 3x the batch, "
+          "a rolled-back step included",
+          "[sdk][sync]") {
+  CheckSyncDataParallel("adamw");
+}
+
+TEST_CASE("sdk: kind sync through PyTorch with SGD and Nesterov momentum: the momentum buffers roll back with the round",
+          "[sdk][sync]") {
+  CheckSyncDataParallel("sgd");
 }
 
 // The worker log lines starting with `prefix` and containing `needle`, region by region.

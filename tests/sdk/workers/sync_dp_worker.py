@@ -1,16 +1,18 @@
 """Synchronous data parallelism through longhaul.torch, checked against one process.
 
 As a longhaul worker (the agent starts it):
-    sync_dp_worker.py OUT_DIR STEPS [FAIL_AT]
-  trains a small MLP with AdamW (given to DiLoCo, which carries its moments);
+    sync_dp_worker.py OUT_DIR STEPS [FAIL_AT [OPTIMIZER]]
+  trains a small MLP with OPTIMIZER (adamw, the default, or sgd: SGD with
+  Nesterov momentum), given to DiLoCo, which carries its state (AdamW's
+  moments, SGD's momentum buffers);
   every inner step it averages the gradients across regions with
   DiLoCo.sync_gradients() before opt.step(). At the start of job step STEPS
   (the job has more steps) it writes its parameters after STEPS steps, and the
   optimizer settings it used, to OUT_DIR/<region index>.pt. With FAIL_AT, the
   last region fails job step FAIL_AT once, after its optimizer step: every
-  region rolls the round back (parameters and AdamW moments) and runs it again.
-  That last region goes through a host copy of its parameters and AdamW
-  moments, as it does for a model on a GPU.
+  region rolls the round back (parameters and optimizer state) and runs it
+  again. That last region goes through a host copy of its parameters and
+  optimizer state, as it does for a model on a GPU.
 
 As the reference (the test runs it afterwards):
     sync_dp_worker.py --reference OUT_DIR STEPS REGIONS
@@ -41,6 +43,9 @@ def batch(region, step, size):
 
 
 def make_optimizer(model, settings):
+    if settings["optimizer"] == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=settings["lr"], momentum=0.9, nesterov=True,
+                               weight_decay=settings["weight_decay"])
     return torch.optim.AdamW(model.parameters(), lr=settings["lr"], betas=tuple(settings["betas"]),
                              weight_decay=settings["weight_decay"], eps=1e-8)
 
@@ -49,11 +54,12 @@ def flat(model):
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
 
-def worker(out_dir, steps, fail_at):
+def worker(out_dir, steps, fail_at, optimizer):
     import longhaul.torch as lh
     cfg = lh.job_config()
     settings = {"lr": cfg.inner.lr, "betas": [cfg.inner.beta1, cfg.inner.beta2],
-                "weight_decay": cfg.inner.weight_decay, "batch": cfg.inner.batch_size, "seed": cfg.seed}
+                "weight_decay": cfg.inner.weight_decay, "batch": cfg.inner.batch_size, "seed": cfg.seed,
+                "optimizer": optimizer}
     model = build_model(cfg.seed)
     opt = make_optimizer(model, settings)
     last = cfg.region_index == cfg.region_count - 1
@@ -108,4 +114,5 @@ def reference(out_dir, steps, regions):
 if __name__ == "__main__":
     if sys.argv[1] == "--reference":
         sys.exit(reference(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
-    sys.exit(worker(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else -1))
+    sys.exit(worker(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else -1,
+                    sys.argv[4] if len(sys.argv) > 4 else "adamw"))
