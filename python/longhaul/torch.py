@@ -30,12 +30,16 @@ the WAN and returns what happened:
                  to exit before it sends SIGTERM.
 
 The parameters are carried without copies: DiLoCo makes every parameter a view of
-one flat float32 tensor that the worker library reads and writes in place. They
-must be float32, all on one device. On a GPU the flat tensor stays there and the
-worker library works on a host copy (pinned memory), refreshed only around the
-job's sync points (the round's start and end, a fragment's exchange): no inner
-step copies the model to the host. The model's float32 buffers (BatchNorm's running mean
-and variance) follow the parameters in that tensor: they take no outer step, and
+one flat tensor that the worker library reads and writes in place. They must
+all have one dtype (float32, bfloat16 or float16) and be on one device. On a GPU,
+or in bfloat16 or float16, the flat tensor stays where it is and the worker
+library works on a float32 host copy (pinned memory on a GPU), refreshed only
+around the job's sync points (the round's start and end, a fragment's
+exchange): no inner step copies the model to the host. The outer step (global
+parameters, pseudo-gradients, outer momentum) is float32 either way; a bfloat16
+model receives the global parameters rounded to its dtype. The model's floating
+buffers of the parameters' dtype (BatchNorm's running mean and variance) follow
+the parameters in that tensor: they take no outer step, and
 at every round's end (every kind but local) they are averaged over all workers
 of all regions, so every replica holds the same statistics and the parameter
 hash covers them. Buffers of other types (BatchNorm's num_batches_tracked
@@ -74,7 +78,7 @@ __all__ = ["DiLoCo", "JobConfig", "LonghaulError", "errors", "job_config", "flat
 
 
 def flatten_parameters(model):
-    """Moves the model's parameters into one flat float32 tensor and makes each a view of it.
+    """Moves the model's parameters into one flat tensor of their dtype and makes each a view of it.
 
     Returns (flat, tensors) where tensors lists (name, shape, offset, numel) in order.
     The values are unchanged; optimizers created before or after keep working
@@ -84,11 +88,16 @@ def flatten_parameters(model):
     return flat, tensors
 
 
-def _carried_buffers(model, device):
-    """The model's float32 buffers, (name, tensor), in named_buffers() order."""
+# The parameter dtypes longhaul carries; the worker library works on float32
+# (a host copy converts the others).
+_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _carried_buffers(model, device, dtype):
+    """The model's buffers of the parameters' dtype, (name, tensor), in named_buffers() order."""
     carried = []
     for name, b in model.named_buffers():
-        if b.dtype != torch.float32:
+        if b.dtype != dtype:
             continue  # counters (BatchNorm's num_batches_tracked): not averaged
         if b.device != device:
             raise TypeError(f"buffer '{name}' is on {b.device} and the parameters on {device}; "
@@ -98,22 +107,26 @@ def _carried_buffers(model, device):
 
 
 def _flatten(model, with_buffers):
-    """flatten_parameters, then (with_buffers) the float32 buffers after the
-    parameters. Returns (flat, tensors, buffers): buffers are the carried
+    """flatten_parameters, then (with_buffers) the buffers of the parameters'
+    dtype after the parameters. Returns (flat, tensors, buffers): buffers are the carried
     (name, tensor) pairs, last in flat."""
     named = list(model.named_parameters())
     if not named:
         raise ValueError("the model has no parameters")
-    device = named[0][1].device
+    device, dtype = named[0][1].device, named[0][1].dtype
     for name, p in named:
-        if p.dtype != torch.float32:
-            raise TypeError(f"parameter '{name}' is {p.dtype}; longhaul carries float32 parameters")
+        if p.dtype not in _DTYPES:
+            raise TypeError(f"parameter '{name}' is {p.dtype}; longhaul carries float32, bfloat16 or float16 "
+                            "parameters")
+        if p.dtype != dtype:
+            raise TypeError(f"parameter '{name}' is {p.dtype} and '{named[0][0]}' {dtype}; "
+                            "longhaul carries the parameters in one tensor of one dtype")
         if p.device != device:
             raise TypeError(f"parameter '{name}' is on {p.device} and '{named[0][0]}' on {device}; "
                             "longhaul carries the parameters in one tensor on one device")
-    buffers = _carried_buffers(model, device) if with_buffers else []
+    buffers = _carried_buffers(model, device, dtype) if with_buffers else []
     total = sum(t.numel() for _, t in named + buffers)
-    flat = torch.empty(total, dtype=torch.float32, device=device)
+    flat = torch.empty(total, dtype=dtype, device=device)
     tensors = []
     offset = 0
     with torch.no_grad():
@@ -179,8 +192,8 @@ def _carried(optimizer):
 
 
 def bind_optimizer_state(optimizer, tensors, params, numel):
-    """Makes the optimizer's per-parameter state views of flat float32 tensors of
-    `numel` floats, parameter p's at p's offset in the model's flat tensor
+    """Makes the optimizer's per-parameter state views of flat tensors of
+    `numel` values (the parameters' dtype, as torch.optim keeps them), parameter p's at p's offset in the model's flat tensor
     (`tensors`, `params`: flatten order), one flat tensor per state name
     (_CARRIED: Adam, AdamW, Adamax, NAdam, RAdam, Adagrad, Adadelta, RMSprop,
     SGD). Values the optimizer already holds are kept; a parameter it has not
@@ -192,7 +205,8 @@ def bind_optimizer_state(optimizer, tensors, params, numel):
         names += [n for n in carried.tensors(group) if n not in names]
     where = {id(p): (offset, n, shape) for p, (_, shape, offset, n) in zip(params, tensors)}
     device = params[0].device if params else torch.device("cpu")
-    flats = [torch.zeros(numel, dtype=torch.float32, device=device) for _ in names]
+    dtype = params[0].dtype if params else torch.float32
+    flats = [torch.zeros(numel, dtype=dtype, device=device) for _ in names]
     with torch.no_grad():
         for group in optimizer.param_groups:
             if (type(optimizer) is torch.optim.SGD and group["momentum"] != 0 and group["dampening"] != 0
@@ -240,10 +254,11 @@ def follow_step(optimizer, step):
 
 
 class _HostCopy:
-    """The worker library's view of a flat tensor kept on a GPU: a host copy of
-    it (and of the optimizer state's flat tensors), and the copies the library
-    asks for around the sync points (longhaul/worker/region_replica.h,
-    ParameterMirror)."""
+    """The worker library's view of a flat tensor kept on a GPU or in another
+    dtype than float32: a float32 host copy of it (and of the optimizer state's
+    flat tensors), and the copies the library asks for around the sync points
+    (longhaul/worker/region_replica.h, ParameterMirror). Copies to the host are
+    exact; copies back round to the flat tensor's dtype (to nearest even)."""
 
     def __init__(self, flat, state):
         pin = flat.is_cuda
@@ -288,8 +303,9 @@ class DiLoCo:
     """
 
     def __init__(self, model, eval_fn=None, optimizer=None, _host_copy=None):
-        """_host_copy (tests): go through a host copy even for CPU parameters, as
-        for parameters on a GPU (None: only for those)."""
+        """_host_copy (tests): go through a host copy even for float32 CPU
+        parameters, as for parameters on a GPU or in another dtype (those
+        always do)."""
         self._model = model
         self._flat, self._tensors, buffers = _flatten(model, with_buffers=True)
         self._buffer_floats = sum(b.numel() for _, b in buffers)
@@ -299,8 +315,7 @@ class DiLoCo:
         self._optimizer = optimizer
         self._optimizer_state = [] if optimizer is None else bind_optimizer_state(
             optimizer, self._tensors, self._params, self._flat.numel())
-        if _host_copy is None:
-            _host_copy = self._flat.device.type != "cpu"
+        _host_copy = bool(_host_copy) or self._flat.device.type != "cpu" or self._flat.dtype != torch.float32
         self._host_copy = _HostCopy(self._flat, self._optimizer_state) if _host_copy else None
         self._session = _native.Session()
         self.config = from_json(self._session.config_json)
@@ -362,7 +377,7 @@ class DiLoCo:
             for p, (_, shape, offset, n) in zip(params, self._tensors):
                 mean = flat[offset:offset + n].view(shape)
                 if p.grad is None:
-                    p.grad = mean.to(p.device, copy=True)
+                    p.grad = mean.to(device=p.device, dtype=p.dtype, copy=True)
                 else:
                     p.grad.copy_(mean)
         return ok
@@ -401,7 +416,7 @@ class DiLoCo:
 
     @property
     def flat_parameters(self):
-        """The flat float32 tensor every parameter (then every float32 buffer) is a view of."""
+        """The flat tensor every parameter (then every carried buffer) is a view of."""
         return self._flat
 
     @property

@@ -75,9 +75,9 @@ OPTIMIZERS = {
 }
 
 
-def _twins(kind):
+def _twins(kind, dtype=torch.float32):
     torch.manual_seed(0)
-    a, b = Tiny(), Tiny()
+    a, b = Tiny().to(dtype), Tiny().to(dtype)
     b.load_state_dict(a.state_dict())
     make = OPTIMIZERS[kind][0]
     opt_a = make(list(a.a.parameters()), list(a.b.parameters()))
@@ -89,7 +89,8 @@ def _train(m, opt, steps, seed):
     g = torch.Generator().manual_seed(seed)
     for _ in range(steps):
         opt.zero_grad()
-        m.b(m.a(torch.randn(5, 3, generator=g))).pow(2).sum().backward()
+        x = torch.randn(5, 3, generator=g).to(m.a.weight.dtype)
+        m.b(m.a(x)).pow(2).sum().backward()
         opt.step()
 
 
@@ -97,16 +98,19 @@ def _same_parameters(a, b):
     return all(torch.equal(pa, pb) for pa, pb in zip(a.parameters(), b.parameters()))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("before", [0, 2], ids=["bound before its first step", "bound after two steps"])
 @pytest.mark.parametrize("kind", list(OPTIMIZERS))
-def test_bound_optimizer_state_lives_in_flat_tensors_and_steps_exactly_like_a_plain_one(kind, before):
-    a, opt_a, b, opt_b = _twins(kind)
+def test_bound_optimizer_state_lives_in_flat_tensors_and_steps_exactly_like_a_plain_one(kind, before, dtype):
+    a, opt_a, b, opt_b = _twins(kind, dtype)
     flat, tensors = lh.flatten_parameters(a)
+    assert flat.dtype == dtype
     _train(a, opt_a, before, seed=1)  # state before binding is kept
     _train(b, opt_b, before, seed=1)
     params = [p for _, p in a.named_parameters()]
     state = lh.bind_optimizer_state(opt_a, tensors, params, flat.numel())
     assert len(state) == OPTIMIZERS[kind][1]
+    assert all(t.dtype == dtype for t in state)  # as torch.optim keeps it
     _train(a, opt_a, 3, seed=2)
     _train(b, opt_b, 3, seed=2)
     assert _same_parameters(a, b)
@@ -117,7 +121,8 @@ def test_bound_optimizer_state_lives_in_flat_tensors_and_steps_exactly_like_a_pl
             if isinstance(value, torch.Tensor) and value.shape == pa.shape:
                 mine = opt_a.state[pa][name]
                 assert torch.equal(mine, value), name
-                assert any(f.data_ptr() <= mine.data_ptr() < f.data_ptr() + 4 * f.numel() for f in state), name
+                assert any(f.data_ptr() <= mine.data_ptr() < f.data_ptr() + f.element_size() * f.numel()
+                           for f in state), name
 
     # What a rollback does: the flat state and the parameters put back, the
     # step counter (and what follows from it) set from the job step; the
@@ -165,8 +170,12 @@ def test_a_dampened_sgd_that_has_stepped_is_carried():
 
 def test_flatten_refuses_parameters_it_cannot_carry():
     m = torch.nn.Linear(2, 2).to(torch.float64)
-    with pytest.raises(TypeError, match="float32"):
+    with pytest.raises(TypeError, match="'weight' is torch.float64; longhaul carries float32, bfloat16 or float16"):
         lh.flatten_parameters(m)
+    mixed = Tiny()
+    mixed.b.to(torch.bfloat16)
+    with pytest.raises(TypeError, match="'b.weight' is torch.bfloat16 and 'a.weight' torch.float32; .* one dtype"):
+        lh.flatten_parameters(mixed)
     with pytest.raises(ValueError, match="no parameters"):
         lh.flatten_parameters(torch.nn.ReLU())
 
@@ -199,6 +208,32 @@ def test_the_host_copy_of_parameters_and_optimizer_state_copies_both_ways_only_w
     state[0].fill_(5.0)
     h.state_to_host()
     assert float(h.host_state[0][3]) == 5.0
+
+
+def test_a_bfloat16_model_is_carried_in_one_bfloat16_tensor_with_its_buffers_of_that_dtype():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4)).to(torch.bfloat16)
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    flat, tensors, buffers = lh._flatten(m, with_buffers=True)
+    assert flat.dtype == torch.bfloat16
+    assert [name for name, _ in buffers] == ["1.running_mean", "1.running_var"]  # not num_batches_tracked
+    for k, v in m.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    lo, hi = flat.data_ptr(), flat.data_ptr() + 2 * flat.numel()
+    assert all(lo <= t.data_ptr() < hi for t in list(m.parameters()) + [b for _, b in buffers])
+
+
+def test_the_host_copy_of_a_bfloat16_tensor_is_exact_to_the_host_and_rounds_to_nearest_even_back():
+    flat = torch.tensor([1.0, -2.5, 3.140625, 0.0], dtype=torch.bfloat16)
+    state = [torch.tensor([0.5, 0.25, 0.125, 1.0], dtype=torch.bfloat16)]
+    h = lh._HostCopy(flat, state)
+    assert h.host.dtype == torch.float32 and h.host_state[0].dtype == torch.float32
+    assert torch.equal(h.host, flat.float()) and torch.equal(h.host_state[0], state[0].float())
+    # 1 + 2^-8 lies halfway between bfloat16's 1 and 1 + 2^-7: it goes to the even one, 1.
+    h.host.copy_(torch.tensor([1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -9, 7.0, -0.1]))
+    h.to_device()
+    assert flat.tolist() == [1.0, 1.0078125, 7.0, float(torch.tensor(-0.1).to(torch.bfloat16))]
+    assert torch.equal(flat, h.host.to(torch.bfloat16))
 
 
 def test_job_config_is_a_read_only_nested_view():

@@ -337,6 +337,39 @@ TEST_CASE("sdk: kind sync through PyTorch with SGD and Nesterov momentum: the mo
   CheckSyncDataParallel("sgd");
 }
 
+TEST_CASE("sdk: a bfloat16 model trains DiLoCo rounds through a float32 copy: the replicas hold the global "
+          "parameters rounded, a rolled-back round included",
+          "[sdk][dtype]") {
+  const TempDir out("bf16");  // declared first: removed after the workers writing into it are gone
+  RealCluster c("sdk-bf16");
+  c.StartOrchestrator();
+  for (const auto& r : kClusterRegions) c.StartAgent(r);
+  constexpr uint32_t kSteps = 40, kH = 5;
+  const std::string script = kSource + "/tests/sdk/workers/sync_dp_worker.py";
+  // The workers save their parameters at job step kSteps, the start of round
+  // kSteps / H + 1, before its exchange: the job cannot end first. The last
+  // region fails step 12 (round 3) once.
+  v1::JobSpec s = CommandSpec(
+      c, {kPython, script, out.path().string(), std::to_string(kSteps), "12", "adamw", "bfloat16"}, kSteps / kH + 1, kH, 3);
+  s.mutable_inner()->set_lr(1e-2);
+  s.mutable_inner()->set_batch_size(8);
+  const std::string job = c.Submit(s);
+  auto st = c.WaitFor(job, JobDone, 240s);
+  INFO("reason: " << st.reason() << " (logs in " << c.dir << ")");
+  REQUIRE(st.state() == "succeeded");
+  const auto rounds = c.Rounds(job);
+  REQUIRE(rounds.size() == kSteps / kH + 1);
+  for (const auto& r : rounds) CHECK(r.participants.size() == 3);  // the same global parameters every round
+  int aborted = 0;
+  for (const auto& e : c.Events(job)) aborted += e.kind == "round_aborted" ? 1 : 0;
+  CHECK(aborted >= 1);
+  std::string output;
+  const int code = RunCommand(kPython + " " + script + " --identical " + out.path().string() + " 3", &output);
+  INFO(output);
+  CHECK(code == 0);
+  CHECK_THAT(output, Catch::Contains("parameters in torch.bfloat16; the model holds the global parameters rounded: True"));
+}
+
 // The worker log lines starting with `prefix` and containing `needle`, region by region.
 std::vector<std::vector<std::string>> WorkerLines(const RealCluster& c, const std::string& job, int regions,
                                                   const std::string& prefix, const std::string& needle) {

@@ -1,14 +1,15 @@
 """Synchronous data parallelism through longhaul.torch, checked against one process.
 
 As a longhaul worker (the agent starts it):
-    sync_dp_worker.py OUT_DIR STEPS [FAIL_AT [OPTIMIZER]]
-  trains a small MLP with OPTIMIZER (adamw, the default, or sgd: SGD with
-  Nesterov momentum), given to DiLoCo, which carries its state (AdamW's
-  moments, SGD's momentum buffers);
+    sync_dp_worker.py OUT_DIR STEPS [FAIL_AT [OPTIMIZER [DTYPE]]]
+  trains a small MLP in DTYPE (float32, the default, or bfloat16) with
+  OPTIMIZER (adamw, the default, or sgd: SGD with Nesterov momentum), given to
+  DiLoCo, which carries its state (AdamW's moments, SGD's momentum buffers);
   every inner step it averages the gradients across regions with
   DiLoCo.sync_gradients() before opt.step(). At the start of job step STEPS
   (the job has more steps) it writes its parameters after STEPS steps, and the
-  optimizer settings it used, to OUT_DIR/<region index>.pt. With FAIL_AT, the
+  optimizer settings it used, with the global parameters (DiLoCo's
+  state_dict()["theta"]), to OUT_DIR/<region index>.pt. With FAIL_AT, the
   last region fails job step FAIL_AT once, after its optimizer step: every
   region rolls the round back (parameters and optimizer state) and runs it
   again. That last region goes through a host copy of its parameters and
@@ -20,6 +21,12 @@ As the reference (the test runs it afterwards):
   concatenated (batch REGIONS * b), then checks that every region's parameters
   are bitwise identical to each other and equal to its own to fp32 tolerance.
   Prints "max |difference| X"; exits 0 when they match, 1 otherwise.
+
+For a job of another kind than sync (DiLoCo: no one-process twin):
+    sync_dp_worker.py --identical OUT_DIR REGIONS
+  checks that every region holds the same parameters, in the dtype it trained
+  in, that they are the global parameters rounded to that dtype, and that they
+  moved from the initial ones. Exits 0 when so, 1 otherwise.
 """
 import os
 import sys
@@ -54,13 +61,16 @@ def flat(model):
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
 
-def worker(out_dir, steps, fail_at, optimizer):
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def worker(out_dir, steps, fail_at, optimizer, dtype):
     import longhaul.torch as lh
     cfg = lh.job_config()
     settings = {"lr": cfg.inner.lr, "betas": [cfg.inner.beta1, cfg.inner.beta2],
                 "weight_decay": cfg.inner.weight_decay, "batch": cfg.inner.batch_size, "seed": cfg.seed,
-                "optimizer": optimizer}
-    model = build_model(cfg.seed)
+                "optimizer": optimizer, "dtype": dtype}
+    model = build_model(cfg.seed).to(DTYPES[dtype])
     opt = make_optimizer(model, settings)
     last = cfg.region_index == cfg.region_count - 1
     diloco = lh.DiLoCo(model, optimizer=opt, _host_copy=last)
@@ -70,9 +80,11 @@ def worker(out_dir, steps, fail_at, optimizer):
         step = diloco.job_step
         if step == steps:  # written before this step's exchange: the job cannot end first
             path = os.path.join(out_dir, f"{cfg.region_index}.pt")
-            torch.save({"params": flat(model).clone(), "settings": settings}, path + ".tmp")
+            torch.save({"params": flat(model).clone(), "theta": diloco.state_dict()["theta"], "settings": settings},
+                       path + ".tmp")
             os.replace(path + ".tmp", path)
         x, y = batch(cfg.region_index, step, settings["batch"])
+        x = x.to(DTYPES[dtype])
         opt.zero_grad()
         loss = loss_fn(model(x), y)
         loss.backward()
@@ -111,8 +123,28 @@ def reference(out_dir, steps, regions):
     return 0 if diff <= 1e-5 and moved > 1e-2 else 1
 
 
+def identical(out_dir, regions):
+    saved = [torch.load(os.path.join(out_dir, f"{r}.pt")) for r in range(regions)]
+    settings = saved[0]["settings"]
+    params, theta = saved[0]["params"], saved[0]["theta"]
+    dtype = DTYPES[settings["dtype"]]
+    for r in range(1, regions):
+        if not torch.equal(saved[r]["params"], params) or not torch.equal(saved[r]["theta"], theta):
+            print(f"region {r}'s parameters differ from region 0's: the replicas are not identical")
+            return 1
+    moved = (params.float() - flat(build_model(settings["seed"]).to(dtype)).float()).abs().max().item()
+    rounded = torch.equal(params, theta.to(dtype))
+    # The outer step runs in float32: the global parameters are not all on the model dtype's grid.
+    finer = dtype == torch.float32 or not torch.equal(theta, theta.to(dtype).float())
+    print(f"parameters in {params.dtype}; the model holds the global parameters rounded: {rounded}; "
+          f"they keep float32 precision: {finer}; moved by up to {moved:.3g}; settings {settings}")
+    return 0 if params.dtype == dtype and rounded and finer and moved > 1e-2 else 1
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--identical":
+        sys.exit(identical(sys.argv[2], int(sys.argv[3])))
     if sys.argv[1] == "--reference":
         sys.exit(reference(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
     sys.exit(worker(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else -1,
-                    sys.argv[4] if len(sys.argv) > 4 else "adamw"))
+                    sys.argv[4] if len(sys.argv) > 4 else "adamw", sys.argv[5] if len(sys.argv) > 5 else "float32"))
