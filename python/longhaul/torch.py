@@ -144,13 +144,22 @@ def _adam_state(group):
     return ["exp_avg", "exp_avg_sq"] + (["max_exp_avg_sq"] if group.get("amsgrad") else [])
 
 
+# (beta1, momentum_decay) -> NAdam's mu_product after 0, 1, 2, ... steps (float32
+# values), extended as jobs go further: a rollback or commit looks one up.
+_NADAM_PRODUCTS = {}
+
+
 def _nadam_scalars(group, step):
     """NAdam's running product of its momentum coefficients after `step` steps,
     computed as torch.optim.NAdam computes it (float32, one factor per step)."""
-    product = torch.tensor(1.0)
-    for s in range(1, step + 1):
-        product *= group["betas"][0] * (1.0 - 0.5 * (0.96 ** (float(s) * group["momentum_decay"])))
-    return {"mu_product": product}
+    beta1, decay = group["betas"][0], group["momentum_decay"]
+    products = _NADAM_PRODUCTS.setdefault((beta1, decay), [1.0])
+    if len(products) <= step:
+        product = torch.tensor(products[-1], dtype=torch.float32)
+        for s in range(len(products), step + 1):
+            product *= beta1 * (1.0 - 0.5 * (0.96 ** (float(s) * decay)))
+            products.append(product.item())
+    return {"mu_product": torch.tensor(products[step], dtype=torch.float32)}
 
 
 class _Carried:
@@ -160,20 +169,22 @@ class _Carried:
     shape) the group's settings use, with torch.optim's names; step: how the
     optimizer keeps its step counter ("tensor", "int", or None: it has none);
     scalars(group, step): other per-parameter state that follows from the step
-    counter alone, recomputed with it."""
+    counter alone, recomputed with it; adam_moments: its first two state tensors
+    are Adam's first and second moments, which a job's moment sync averages
+    (inner.first_moment_sync_rounds, inner.second_moment_sync_rounds)."""
 
-    def __init__(self, tensors, step, scalars=None):
-        self.tensors, self.step, self.scalars = tensors, step, scalars
+    def __init__(self, tensors, step, scalars=None, adam_moments=False):
+        self.tensors, self.step, self.scalars, self.adam_moments = tensors, step, scalars, adam_moments
 
 
 # The optimizers whose state longhaul carries (exact types: a subclass may keep
 # more). Every state tensor a parameter's first step would create starts at zero.
 _CARRIED = {
-    torch.optim.Adam: _Carried(_adam_state, "tensor"),
-    torch.optim.AdamW: _Carried(_adam_state, "tensor"),
+    torch.optim.Adam: _Carried(_adam_state, "tensor", adam_moments=True),
+    torch.optim.AdamW: _Carried(_adam_state, "tensor", adam_moments=True),
     torch.optim.Adamax: _Carried(lambda g: ["exp_avg", "exp_inf"], "tensor"),
-    torch.optim.NAdam: _Carried(lambda g: ["exp_avg", "exp_avg_sq"], "tensor", _nadam_scalars),
-    torch.optim.RAdam: _Carried(lambda g: ["exp_avg", "exp_avg_sq"], "tensor"),
+    torch.optim.NAdam: _Carried(lambda g: ["exp_avg", "exp_avg_sq"], "tensor", _nadam_scalars, adam_moments=True),
+    torch.optim.RAdam: _Carried(lambda g: ["exp_avg", "exp_avg_sq"], "tensor", adam_moments=True),
     torch.optim.Adagrad: _Carried(lambda g: ["sum"], "tensor"),  # created by its constructor: kept
     torch.optim.Adadelta: _Carried(lambda g: ["square_avg", "acc_delta"], "int"),
     torch.optim.RMSprop: _Carried(lambda g: ["square_avg"] + (["momentum_buffer"] if g["momentum"] > 0 else [])
@@ -235,6 +246,45 @@ def bind_optimizer_state(optimizer, tensors, params, numel):
                         view.copy_(state[name])
                     state[name] = view
     return flats
+
+
+def check_moment_sync(config, optimizer):
+    """Refuses an optimizer whose state a job's moment sync would misread: that
+    averages the first two state tensors as Adam's first and second moments."""
+    inner = config.inner
+    if optimizer is None or not (inner.first_moment_sync_rounds or inner.second_moment_sync_rounds):
+        return
+    if not _carried(optimizer).adam_moments:
+        raise errors.InvalidArgument(
+            f"the job averages the inner optimizer's moments across regions (inner.first_moment_sync_rounds "
+            f"{inner.first_moment_sync_rounds}, inner.second_moment_sync_rounds {inner.second_moment_sync_rounds}), "
+            f"which needs Adam's first and second moments: {type(optimizer).__name__} keeps none (use Adam, AdamW, "
+            "NAdam or RAdam, or set both to 0)")
+
+
+def aliasing_problem(flat, flat_ptr, aliased, optimizer, state_flats):
+    """Why the tensors longhaul reads and writes in place are no longer the
+    model's or the optimizer's, or None: the flat tensor moved from flat_ptr (the
+    address the library holds), a tensor of `aliased` left it, or the optimizer's
+    state is no longer a view of `state_flats` (replaced by load_state_dict, say)."""
+    lo = flat.data_ptr()
+    hi = lo + flat.numel() * flat.element_size()
+    if lo != flat_ptr or any(not lo <= t.data_ptr() < hi for t in aliased):
+        return ("the model's parameters or buffers no longer live in longhaul's flat buffer (was the model moved "
+                "with .to() or .share_memory(), a parameter's .data replaced or a state_dict loaded with assign?)")
+    if optimizer is None or not state_flats:
+        return None
+    spans = [(f.data_ptr(), f.data_ptr() + f.numel() * f.element_size()) for f in state_flats]
+    carried = _carried(optimizer)
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            for name in carried.tensors(group):
+                value = optimizer.state[p].get(name)
+                if value is not None and value.numel() > 0 and not any(a <= value.data_ptr() < b for a, b in spans):
+                    return ("the optimizer's state no longer lives in longhaul's flat tensors (was "
+                            "optimizer.load_state_dict() called after DiLoCo? load it before, or use "
+                            "DiLoCo.load_state_dict() for the outer state)")
+    return None
 
 
 def follow_step(optimizer, step):
@@ -319,6 +369,8 @@ class DiLoCo:
         self._host_copy = _HostCopy(self._flat, self._optimizer_state) if _host_copy else None
         self._session = _native.Session()
         self.config = from_json(self._session.config_json)
+        check_moment_sync(self.config, optimizer)
+        self._flat_ptr = self._flat.data_ptr()
         if self._host_copy is None:
             self._session.start(self._flat.data_ptr(), self._flat.numel(), self._tensors, self._buffer_floats,
                                 [t.data_ptr() for t in self._optimizer_state], eval_fn)
@@ -358,7 +410,8 @@ class DiLoCo:
         With `sync.kind: sync` (synchronous data parallelism) it replaces every
         parameter's .grad with the mean over every worker of every region, so
         every region takes the same optimizer step from the same state: one
-        process with the combined batch, to fp32 rounding. For every other kind
+        process with the combined batch, to fp32 rounding (a bfloat16 or float16
+        model's gradients hold the mean rounded to their dtype). For every other kind
         it does nothing, so a script stays one field of the job spec away from
         every policy. Returns False when the exchange failed: the round then
         rolls back at the next step() (the optimizer step may still run).
@@ -388,13 +441,9 @@ class DiLoCo:
         return self._after(self._session.fail_round(str(why)))
 
     def _check_aliasing(self):
-        lo = self._flat.data_ptr()
-        hi = lo + self._flat.numel() * self._flat.element_size()
-        for t in self._aliased:
-            if not lo <= t.data_ptr() < hi:
-                raise errors.FailedPrecondition("the model's parameters or buffers no longer live in longhaul's flat buffer "
-                                    "(was the model moved with .to(), a parameter's .data replaced or a "
-                                    "state_dict loaded with assign?)")
+        problem = aliasing_problem(self._flat, self._flat_ptr, self._aliased, self._optimizer, self._optimizer_state)
+        if problem is not None:
+            raise errors.FailedPrecondition(problem)
 
     @property
     def finished(self):

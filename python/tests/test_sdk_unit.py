@@ -168,6 +168,55 @@ def test_a_dampened_sgd_that_has_stepped_is_carried():
     assert _same_parameters(a, b)
 
 
+def test_nadam_momentum_products_are_torchs_at_any_step_in_any_order():
+    torch.manual_seed(0)
+    m = Tiny()
+    opt = torch.optim.NAdam(m.parameters(), lr=0.01, momentum_decay=5e-3)
+    seen = [1.0]
+    for i in range(60):
+        _train(m, opt, 1, seed=i)
+        seen.append(opt.state[m.a.weight]["mu_product"].item())
+    group = opt.param_groups[0]
+    for step in (30, 10, 60, 0, 59, 31):  # a rollback looks back, a commit or rejoin forward
+        assert lh._nadam_scalars(group, step)["mu_product"].item() == seen[step], step
+
+
+def _config(first, second):
+    return from_json(json.dumps({"inner": {"first_moment_sync_rounds": first, "second_moment_sync_rounds": second}}))
+
+
+def test_a_job_that_averages_inner_moments_refuses_an_optimizer_without_adams_moments():
+    m = Tiny()
+    for kind in (torch.optim.Adam, torch.optim.AdamW, torch.optim.NAdam, torch.optim.RAdam):
+        lh.check_moment_sync(_config(2, 1), kind(m.parameters()))
+    lh.check_moment_sync(_config(0, 1), None)
+    lh.check_moment_sync(_config(0, 0), torch.optim.RMSprop(m.parameters()))
+    for other in (torch.optim.RMSprop(m.parameters(), centered=True), torch.optim.Adamax(m.parameters()),
+                  torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)):
+        with pytest.raises(lh.errors.InvalidArgument,
+                           match=f"second_moment_sync_rounds 1\\), which needs Adam's .*: {type(other).__name__} keeps"):
+            lh.check_moment_sync(_config(0, 1), other)
+
+
+def test_aliasing_problems_are_named_and_a_bound_model_has_none():
+    torch.manual_seed(0)
+    m = Tiny()
+    m.scale = torch.nn.Parameter(torch.tensor(2.0))  # a 0-d parameter: its step counter has its shape
+    flat, tensors = lh.flatten_parameters(m)
+    params = list(m.parameters())
+    opt = torch.optim.AdamW(params, lr=0.01)
+    state = lh.bind_optimizer_state(opt, tensors, params, flat.numel())
+    _train(m, opt, 2, seed=1)
+    assert lh.aliasing_problem(flat, flat.data_ptr(), params, opt, state) is None
+    assert "moved with .to() or .share_memory()" in lh.aliasing_problem(flat, flat.data_ptr() + 4, params, opt, state)
+    saved = opt.state_dict()
+    opt.load_state_dict(saved)  # copies: the state is no longer longhaul's views
+    assert "optimizer.load_state_dict() called after DiLoCo" in lh.aliasing_problem(flat, flat.data_ptr(), params, opt,
+                                                                                    state)
+    m.a.weight.data = m.a.weight.data.clone()
+    assert "no longer live in longhaul's flat buffer" in lh.aliasing_problem(flat, flat.data_ptr(), params, None, [])
+
+
 def test_flatten_refuses_parameters_it_cannot_carry():
     m = torch.nn.Linear(2, 2).to(torch.float64)
     with pytest.raises(TypeError, match="'weight' is torch.float64; longhaul carries float32, bfloat16 or float16"):
@@ -223,17 +272,24 @@ def test_a_bfloat16_model_is_carried_in_one_bfloat16_tensor_with_its_buffers_of_
     assert all(lo <= t.data_ptr() < hi for t in list(m.parameters()) + [b for _, b in buffers])
 
 
-def test_the_host_copy_of_a_bfloat16_tensor_is_exact_to_the_host_and_rounds_to_nearest_even_back():
-    flat = torch.tensor([1.0, -2.5, 3.140625, 0.0], dtype=torch.bfloat16)
-    state = [torch.tensor([0.5, 0.25, 0.125, 1.0], dtype=torch.bfloat16)]
+@pytest.mark.parametrize("dtype, mantissa_bits", [(torch.bfloat16, 7), (torch.float16, 10)],
+                         ids=["bfloat16", "float16"])
+def test_the_host_copy_of_a_16_bit_tensor_is_exact_to_the_host_and_rounds_to_nearest_even_back(dtype, mantissa_bits):
+    flat = torch.tensor([1.0, -2.5, 3.140625, 0.0], dtype=dtype)
+    state = [torch.tensor([0.5, 0.25, 0.125, 1.0], dtype=dtype)]
     h = lh._HostCopy(flat, state)
     assert h.host.dtype == torch.float32 and h.host_state[0].dtype == torch.float32
     assert torch.equal(h.host, flat.float()) and torch.equal(h.host_state[0], state[0].float())
-    # 1 + 2^-8 lies halfway between bfloat16's 1 and 1 + 2^-7: it goes to the even one, 1.
-    h.host.copy_(torch.tensor([1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -9, 7.0, -0.1]))
+    # 1 + ulp/2 lies halfway between 1 and 1 + ulp: it goes to the even one, 1;
+    # 1 + 3 ulp/4 goes to the nearer, 1 + ulp.
+    ulp = 2.0 ** -mantissa_bits
+    h.host.copy_(torch.tensor([1.0 + ulp / 2, 1.0 + 3 * ulp / 4, 7.0, -0.1]))
     h.to_device()
-    assert flat.tolist() == [1.0, 1.0078125, 7.0, float(torch.tensor(-0.1).to(torch.bfloat16))]
-    assert torch.equal(flat, h.host.to(torch.bfloat16))
+    assert flat.tolist() == [1.0, 1.0 + ulp, 7.0, float(torch.tensor(-0.1).to(dtype))]
+    assert torch.equal(flat, h.host.to(dtype))
+    h.host_state[0].copy_(torch.tensor([1.0 + ulp / 2, 0.0, 0.0, 0.0]))
+    h.state_to_device()
+    assert state[0].tolist() == [1.0, 0.0, 0.0, 0.0]
 
 
 def test_job_config_is_a_read_only_nested_view():

@@ -273,6 +273,17 @@ std::vector<NumericField> NumericFields() {
        [](const lw::JobConfig& c) { return c.inner.beta2; }, "inner", "beta2"},
       {"inner.warmup_steps", true, 7, [](JobSpec& s, double v) { s.mutable_inner()->set_warmup_steps(v); },
        [](const lw::JobConfig& c) { return c.inner.warmup_steps; }, "inner", "warmup_steps"},
+      {"inner.second_moment_sync_rounds", true, 3,
+       [](JobSpec& s, double v) { s.mutable_inner()->set_second_moment_sync_rounds(v); },
+       [](const lw::JobConfig& c) { return c.moment_sync.second_moment_sync_rounds; }, "inner",
+       "second_moment_sync_rounds"},
+      {"inner.first_moment_sync_rounds", true, 6,
+       [](JobSpec& s, double v) {
+         s.mutable_inner()->set_first_moment_sync_rounds(v);
+         s.mutable_inner()->set_second_moment_sync_rounds(3);  // m's period: a multiple of v's
+       },
+       [](const lw::JobConfig& c) { return c.moment_sync.first_moment_sync_rounds; }, "inner",
+       "first_moment_sync_rounds"},
       {"inner.batch_size", false, 5, [](JobSpec& s, double v) { s.mutable_inner()->set_batch_size(v); },
        [](const lw::JobConfig& c) { return c.batch_size; }, "inner", "batch_size"},
       {"outer.lr", false, 0.55, [](JobSpec& s, double v) { s.mutable_outer()->set_lr(v); },

@@ -337,37 +337,53 @@ TEST_CASE("sdk: kind sync through PyTorch with SGD and Nesterov momentum: the mo
   CheckSyncDataParallel("sgd");
 }
 
-TEST_CASE("sdk: a bfloat16 model trains DiLoCo rounds through a float32 copy: the replicas hold the global "
-          "parameters rounded, a rolled-back round included",
+TEST_CASE("sdk: a bfloat16 model trains through a float32 copy: DiLoCo and kind sync replicas hold the global "
+          "parameters rounded, and a rolled-back round is retried exactly",
           "[sdk][dtype]") {
   const TempDir out("bf16");  // declared first: removed after the workers writing into it are gone
   RealCluster c("sdk-bf16");
   c.StartOrchestrator();
   for (const auto& r : kClusterRegions) c.StartAgent(r);
-  constexpr uint32_t kSteps = 40, kH = 5;
+  constexpr uint32_t kSteps = 40;
   const std::string script = kSource + "/tests/sdk/workers/sync_dp_worker.py";
-  // The workers save their parameters at job step kSteps, the start of round
-  // kSteps / H + 1, before its exchange: the job cannot end first. The last
-  // region fails step 12 (round 3) once.
-  v1::JobSpec s = CommandSpec(
-      c, {kPython, script, out.path().string(), std::to_string(kSteps), "12", "adamw", "bfloat16"}, kSteps / kH + 1, kH, 3);
-  s.mutable_inner()->set_lr(1e-2);
-  s.mutable_inner()->set_batch_size(8);
-  const std::string job = c.Submit(s);
-  auto st = c.WaitFor(job, JobDone, 240s);
-  INFO("reason: " << st.reason() << " (logs in " << c.dir << ")");
-  REQUIRE(st.state() == "succeeded");
-  const auto rounds = c.Rounds(job);
-  REQUIRE(rounds.size() == kSteps / kH + 1);
-  for (const auto& r : rounds) CHECK(r.participants.size() == 3);  // the same global parameters every round
-  int aborted = 0;
-  for (const auto& e : c.Events(job)) aborted += e.kind == "round_aborted" ? 1 : 0;
-  CHECK(aborted >= 1);
-  std::string output;
-  const int code = RunCommand(kPython + " " + script + " --identical " + out.path().string() + " 3", &output);
-  INFO(output);
-  CHECK(code == 0);
-  CHECK_THAT(output, Catch::Contains("parameters in torch.bfloat16; the model holds the global parameters rounded: True"));
+  // The workers save their parameters at job step kSteps, the start of a
+  // round, before its exchange: the job cannot end first. With a failure, the
+  // last region fails step 12 once, after its optimizer step.
+  auto run = [&](const std::string& kind, uint32_t h, bool fail) {
+    const fs::path dir = out.path() / (kind + (fail ? "-failed" : ""));
+    fs::create_directories(dir);
+    v1::JobSpec s = CommandSpec(
+        c, {kPython, script, dir.string(), std::to_string(kSteps), fail ? "12" : "-1", "adamw", "bfloat16"},
+        kSteps / h + 1, h, 3);
+    s.mutable_sync()->set_kind(kind);
+    s.mutable_inner()->set_lr(1e-2);
+    s.mutable_inner()->set_batch_size(8);
+    const std::string job = c.Submit(s);
+    auto st = c.WaitFor(job, JobDone, 240s);
+    INFO(kind << (fail ? " with a failure" : "") << ": " << st.reason() << " (logs in " << c.dir << ")");
+    REQUIRE(st.state() == "succeeded");
+    const auto rounds = c.Rounds(job);
+    REQUIRE(rounds.size() == kSteps / h + 1);
+    for (const auto& r : rounds) CHECK(r.participants.size() == 3);  // the same parameters everywhere, every round
+    int aborted = 0;
+    for (const auto& e : c.Events(job)) aborted += e.kind == "round_aborted" ? 1 : 0;
+    CHECK((aborted >= 1) == fail);
+    std::string output;
+    const int code = RunCommand(kPython + " " + script + " --identical " + dir.string() + " 3", &output);
+    INFO(output);
+    CHECK(code == 0);
+    CHECK_THAT(output, Catch::Contains("parameters in torch.bfloat16; the model holds the global parameters rounded: True"));
+    return job;
+  };
+  // DiLoCo: the outer step runs in float32, so replicas agree whether or not a
+  // region restored its state after the failure; the job without the failure
+  // shows that it did (deterministic training: the same hashes, round by round).
+  const std::string failed = run("diloco", 5, true);
+  const std::string clean = run("diloco", 5, false);
+  CHECK(Hashes(c, failed) == Hashes(c, clean));
+  // Kind sync: every step is a round, and a region that did not restore its
+  // bfloat16 parameters and AdamW state would disagree at the next one.
+  run("sync", 1, true);
 }
 
 // The worker log lines starting with `prefix` and containing `needle`, region by region.

@@ -30,7 +30,9 @@ std::string JobConfigJson(const worker::JobConfig& c, const SessionOptions& o) {
                 {"weight_decay", c.inner.weight_decay},
                 {"warmup_steps", c.inner.warmup_steps},
                 {"total_steps", c.inner.total_steps},
-                {"batch_size", c.batch_size}};
+                {"batch_size", c.batch_size},
+                {"first_moment_sync_rounds", c.moment_sync.first_moment_sync_rounds},
+                {"second_moment_sync_rounds", c.moment_sync.second_moment_sync_rounds}};
   j["outer"] = {{"name", c.outer.name}, {"lr", c.outer.lr}, {"momentum", c.outer.momentum}};
   j["compression"] = {{"codec", std::string(sync_policies::CodecName(c.compression.codec))},
                       {"block_size", c.compression.block_size},

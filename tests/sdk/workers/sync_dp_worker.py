@@ -22,11 +22,12 @@ As the reference (the test runs it afterwards):
   are bitwise identical to each other and equal to its own to fp32 tolerance.
   Prints "max |difference| X"; exits 0 when they match, 1 otherwise.
 
-For a job of another kind than sync (DiLoCo: no one-process twin):
+For a job without a one-process twin (DiLoCo, or a bfloat16 model):
     sync_dp_worker.py --identical OUT_DIR REGIONS
   checks that every region holds the same parameters, in the dtype it trained
-  in, that they are the global parameters rounded to that dtype, and that they
-  moved from the initial ones. Exits 0 when so, 1 otherwise.
+  in, that they are the global parameters rounded to that dtype (which keep
+  float32 precision unless the kind is sync), and that they moved from the
+  initial ones. Exits 0 when so, 1 otherwise.
 """
 import os
 import sys
@@ -69,7 +70,7 @@ def worker(out_dir, steps, fail_at, optimizer, dtype):
     cfg = lh.job_config()
     settings = {"lr": cfg.inner.lr, "betas": [cfg.inner.beta1, cfg.inner.beta2],
                 "weight_decay": cfg.inner.weight_decay, "batch": cfg.inner.batch_size, "seed": cfg.seed,
-                "optimizer": optimizer, "dtype": dtype}
+                "optimizer": optimizer, "dtype": dtype, "kind": cfg.sync.kind}
     model = build_model(cfg.seed).to(DTYPES[dtype])
     opt = make_optimizer(model, settings)
     last = cfg.region_index == cfg.region_count - 1
@@ -134,8 +135,9 @@ def identical(out_dir, regions):
             return 1
     moved = (params.float() - flat(build_model(settings["seed"]).to(dtype)).float()).abs().max().item()
     rounded = torch.equal(params, theta.to(dtype))
-    # The outer step runs in float32: the global parameters are not all on the model dtype's grid.
-    finer = dtype == torch.float32 or not torch.equal(theta, theta.to(dtype).float())
+    # The outer step runs in float32: the global parameters are not all on the
+    # model dtype's grid (kind sync takes the parameters as they are).
+    finer = dtype == torch.float32 or settings["kind"] == "sync" or not torch.equal(theta, theta.to(dtype).float())
     print(f"parameters in {params.dtype}; the model holds the global parameters rounded: {rounded}; "
           f"they keep float32 precision: {finer}; moved by up to {moved:.3g}; settings {settings}")
     return 0 if params.dtype == dtype and rounded and finer and moved > 1e-2 else 1
