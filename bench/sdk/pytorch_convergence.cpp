@@ -44,11 +44,13 @@ struct Policy {
   v1::Codec codec = v1::CODEC_FP32;
   double outer_momentum = 0;
   bool show_momentum = false;  // the sweep has more than one outer momentum
+  std::string dtype = "float32";  // train.py --dtype: the model's parameters
   std::string Label() const {
-    if (kind == SyncKind::kSync) return "sync fp32 (baseline)";
+    const std::string model = dtype == "float32" ? "" : ", " + dtype + " model";
+    if (kind == SyncKind::kSync) return "sync fp32" + model + (model.empty() ? " (baseline)" : "");
     std::string l = "DiLoCo H=" + std::to_string(h) + " " + std::string(proto::CodecName(codec));
     if (show_momentum) l += ", outer momentum " + FormatNumber("%g", outer_momentum);
-    return l;
+    return l + model;
   }
 };
 
@@ -65,26 +67,32 @@ struct Options {
   double outer_lr = 0.7;
   // The DiLoCo default 0.9, and 0.5 (as bench/convergence uses): 6-60 outer steps are few for 0.9.
   std::vector<double> outer_momenta = {0.9, 0.5};
+  std::vector<std::string> dtypes = {"float32"};  // train.py --dtype values, each a set of rows
   uint32_t context = 32, d_model = 48, layers = 1, heads = 2;
   std::string text_file = "/usr/share/common-licenses/GPL-3";
   std::string python = LONGHAUL_PYTHON;
   std::string example_dir = LONGHAUL_PYTORCH_EXAMPLE_DIR;
   std::string out_dir;
+  std::string name = "pytorch_convergence";  // the report's file names in out_dir
   bool wan_emulation = false;
   int job_timeout_s = 900;
 };
 
 Result<std::vector<Policy>> Plan(const Options& o) {
-  std::vector<Policy> p = {{SyncKind::kSync, 0, v1::CODEC_FP32}};
+  std::vector<Policy> p;
   const bool show = o.outer_momenta.size() > 1;
-  for (double m : o.outer_momenta) {
-    for (uint32_t h : o.hs) {
-      for (const auto& name : o.codecs) {
-        LONGHAUL_ASSIGN_OR_RETURN(v1::Codec c, proto::CodecFromName(name));
-        p.push_back({SyncKind::kDiLoCo, h, c, m, show});
+  for (const auto& dtype : o.dtypes) {
+    if (dtype != "float32" && dtype != "bfloat16") return InvalidArgument("--dtypes: unknown dtype '" + dtype + "'");
+    p.push_back({SyncKind::kSync, 0, v1::CODEC_FP32, 0, false, dtype});
+    for (double m : o.outer_momenta) {
+      for (uint32_t h : o.hs) {
+        for (const auto& name : o.codecs) {
+          LONGHAUL_ASSIGN_OR_RETURN(v1::Codec c, proto::CodecFromName(name));
+          p.push_back({SyncKind::kDiLoCo, h, c, m, show, dtype});
+        }
+        for (uint32_t f : o.fp32_hs)
+          if (f == h) p.push_back({SyncKind::kDiLoCo, h, v1::CODEC_FP32, m, show, dtype});
       }
-      for (uint32_t f : o.fp32_hs)
-        if (f == h) p.push_back({SyncKind::kDiLoCo, h, v1::CODEC_FP32, m, show});
     }
   }
   for (const auto& x : p)
@@ -123,7 +131,8 @@ v1::JobSpec SpecFor(const Policy& p, double lr, const Options& o, const std::vec
             "--context", std::to_string(o.context),
             "--d-model", std::to_string(o.d_model),
             "--layers",  std::to_string(o.layers),
-            "--heads",   std::to_string(o.heads)};
+            "--heads",   std::to_string(o.heads),
+            "--dtype",   p.dtype};
   w.working_dir = o.example_dir;
   bench::SetCommandWorker(s, w);
   return s;
@@ -149,9 +158,9 @@ std::vector<const Run*> Best(const std::vector<Policy>& plan, const std::vector<
 
 std::string Table(const std::vector<Policy>& plan, const std::vector<Run>& runs, const Options& o) {
   const auto best = Best(plan, runs);
-  const Run* sync = nullptr;
+  const Run* sync = nullptr;  // the baseline: the first dtype's (float32 unless --dtypes says otherwise)
   for (const Run* b : best)
-    if (b->policy.kind == SyncKind::kSync) sync = b;
+    if (b->policy.kind == SyncKind::kSync && sync == nullptr) sync = b;
   std::ostringstream t;
   t << "| policy | rounds | best inner lr | val loss | val loss at lr";
   for (double lr : o.lrs) t << " " << FormatNumber("%g", lr);
@@ -192,7 +201,15 @@ std::string Table(const std::vector<Policy>& plan, const std::vector<Run>& runs,
   t << ". The baseline is synchronous data parallelism: every step's gradients averaged across regions in "
     << "fp32 before one identical optimizer step (kind sync, train.py's sync_gradients(), reported every "
     << o.sync_round_steps << " steps). val loss: the last round's, on rank 0 of each region (identical "
-    << "parameters), 4 fixed batches of 16 windows, nats/byte.\n";
+    << "parameters), 4 fixed batches of 16 windows, nats/byte.";
+  for (const auto& dtype : o.dtypes)
+    if (dtype != "float32")
+      t << " Rows marked " << dtype << " model: train.py --dtype " << dtype
+        << ", the model's parameters, gradients and AdamW state in " << dtype
+        << "; the SDK's outer step (global parameters, pseudo-gradients, outer momentum) stays float32 on a host "
+           "copy, and kind sync averages the gradients in fp32 and rounds the mean to "
+        << dtype << ".";
+  t << "\n";
   return t.str();
 }
 
@@ -242,7 +259,10 @@ int main(int argc, char** argv) {
   app.add_option("--python", o.python, "Python interpreter with torch");
   app.add_option("--example-dir", o.example_dir, "where train.py and charlm.py live");
   app.add_flag("--wan-emulation", o.wan_emulation, "put linkem WAN links between the regions (default: loopback)");
-  app.add_option("--out", o.out_dir, "write pytorch_convergence.md and .tsv here");
+  app.add_option("--dtypes", o.dtypes, "train.py --dtype values (float32, bfloat16), each a set of rows; the "
+                 "first one's sync run is the baseline")->delimiter(',');
+  app.add_option("--out", o.out_dir, "write NAME.md and NAME.tsv here");
+  app.add_option("--name", o.name, "the report's file name (default pytorch_convergence)");
   app.add_option("--job-timeout-s", o.job_timeout_s, "give up on a job after this long");
   CLI11_PARSE(app, argc, argv);
 
@@ -281,16 +301,19 @@ int main(int argc, char** argv) {
               orch::HumanSeconds(elapsed).c_str());
   if (!o.out_dir.empty()) {
     fs::create_directories(o.out_dir);
-    std::ofstream(fs::path(o.out_dir) / "pytorch_convergence.md")
-        << "# bench_pytorch_convergence\n\nPrinted by `build/bin/bench_pytorch_convergence --out docs/results` "
-           "(one run on the 2-core development machine, "
-        << runs.size() << " jobs in " << orch::HumanSeconds(elapsed)
+    std::string command = "build/bin/bench_pytorch_convergence";
+    for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+    std::ofstream(fs::path(o.out_dir) / (o.name + ".md"))
+        << "# bench_pytorch_convergence\n\nPrinted by `" << command
+        << "` (one run on the 2-core development machine, " << runs.size() << " jobs in "
+        << orch::HumanSeconds(elapsed)
         << "). Every run is a real job: orchestrator, one agent per region, and examples/pytorch/train.py as "
            "every region's worker (Debian's Python and torch, one thread each). The whole sweep, with every "
-           "run's per-round validation loss, is in pytorch_convergence.tsv.\n\n"
+           "run's per-round validation loss, is in "
+        << o.name << ".tsv.\n\n"
         << table;
-    WriteTsv(runs, *plan, fs::path(o.out_dir) / "pytorch_convergence.tsv");
-    std::fprintf(stderr, "wrote %s/pytorch_convergence.md and .tsv\n", o.out_dir.c_str());
+    WriteTsv(runs, *plan, fs::path(o.out_dir) / (o.name + ".tsv"));
+    std::fprintf(stderr, "wrote %s/%s.md and .tsv\n", o.out_dir.c_str(), o.name.c_str());
   }
   return 0;
 }

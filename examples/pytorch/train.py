@@ -53,9 +53,12 @@ def set_lr(opt: torch.optim.Optimizer, lr: float) -> None:
         group["lr"] = lr
 
 
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
 def build_model(args) -> CharLM:
-    return CharLM(context=args.context, d_model=args.d_model, layers=args.layers,
-                  heads=args.heads)
+    model = CharLM(context=args.context, d_model=args.d_model, layers=args.layers, heads=args.heads)
+    return model.to(DTYPES[args.dtype])
 
 
 def standalone(args) -> int:
@@ -197,6 +200,8 @@ def main(argv=None) -> int:
     ap.add_argument("--d-model", type=int, default=96, help="embedding width")
     ap.add_argument("--layers", type=int, default=2, help="transformer blocks")
     ap.add_argument("--heads", type=int, default=4, help="attention heads")
+    ap.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
+                    help="parameter dtype (bfloat16: longhaul's outer step stays float32)")
     ap.add_argument("--standalone", action="store_true", help="train without longhaul")
     ap.add_argument("--text", help="text file to train on (--standalone)")
     ap.add_argument("--steps", type=int, default=300, help="training steps (--standalone)")
