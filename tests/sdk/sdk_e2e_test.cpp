@@ -282,42 +282,64 @@ TEST_CASE("sdk: a region whose workers build different parameters starts from it
 
 namespace {
 
-// Kind sync through PyTorch with `optimizer` (sync_dp_worker.py's names),
-// which DiLoCo is given: three regions step like one process with three times
-// the batch. One region fails step 20 after its optimizer step: the round
-// rolls back, the optimizer's state with it, and runs again. That region works
+const std::string kSyncDpWorker = kSource + "/tests/sdk/workers/sync_dp_worker.py";
+
+// A sync_dp_worker.py job of three regions (see its usage): the model in
+// `dtype`, `optimizer` given to DiLoCo, and with fail_at >= 0 the last region
+// failing that job step once, after its optimizer step (that region works
 // through a host copy of its parameters and optimizer state, as for a model on
-// a GPU, and must still step exactly as the others.
+// a GPU). The workers save their parameters in `dir` at job step `steps`, the
+// start of a round, before its exchange: the job has one round more and
+// cannot end first.
+struct SyncDpJob {
+  std::string kind = "sync";
+  uint32_t h = 1;
+  v1::Codec codec = v1::CODEC_FP32;
+  int fail_at = -1;
+  std::string optimizer = "adamw";
+  std::string dtype = "float32";
+};
+
+// Runs the job; checks that it succeeds with every round committed by all
+// three regions (replicas bitwise identical every round) and that a round was
+// rolled back exactly when a region failed. Returns the job's id.
+std::string RunSyncDpJob(RealCluster& c, const fs::path& dir, uint32_t steps, const SyncDpJob& j) {
+  fs::create_directories(dir);
+  v1::JobSpec s = CommandSpec(
+      c, {kPython, kSyncDpWorker, dir.string(), std::to_string(steps), std::to_string(j.fail_at), j.optimizer, j.dtype},
+      steps / j.h + 1, j.h, 3);
+  s.mutable_sync()->set_kind(j.kind);
+  s.mutable_compression()->set_codec(j.codec);
+  s.mutable_inner()->set_lr(1e-2);
+  s.mutable_inner()->set_batch_size(8);
+  const std::string job = c.Submit(s);
+  auto st = c.WaitFor(job, JobDone, 240s);
+  INFO(j.kind << " " << j.dtype << " " << j.optimizer << " failing at " << j.fail_at << ": " << st.reason()
+              << " (logs in " << c.dir << ")");
+  REQUIRE(st.state() == "succeeded");
+  const auto rounds = c.Rounds(job);
+  REQUIRE(rounds.size() == steps / j.h + 1);
+  for (const auto& r : rounds) CHECK(r.participants.size() == 3);
+  int aborted = 0;
+  for (const auto& e : c.Events(job)) aborted += e.kind == "round_aborted" ? 1 : 0;
+  CHECK((aborted >= 1) == (j.fail_at >= 0));
+  return job;
+}
+
+// Kind sync through PyTorch with `optimizer`: three regions step like one
+// process with three times the batch, though one region fails step 20 after
+// its optimizer step and the round rolls back, the optimizer's state with it.
 void CheckSyncDataParallel(const std::string& optimizer) {
   const TempDir out("sync-dp");  // declared first: removed after the workers writing into it are gone
   RealCluster c("sdk-sync-dp");
   c.StartOrchestrator();
   for (const auto& r : kClusterRegions) c.StartAgent(r);
   constexpr uint32_t kSteps = 50;
-  const std::string script = kSource + "/tests/sdk/workers/sync_dp_worker.py";
-  // H = 1: every step is a round, committed only when the three hashes agree.
-  // One more round than kSteps: the workers save their parameters after kSteps
-  // steps before the last round's exchange, so the job cannot end first.
-  v1::JobSpec s = CommandSpec(c, {kPython, script, out.path().string(), std::to_string(kSteps), "20", optimizer},
-                              kSteps + 1, 1, 3);
-  s.mutable_sync()->set_kind("sync");
-  s.mutable_compression()->set_codec(v1::CODEC_FP32);
-  s.mutable_inner()->set_lr(1e-2);
-  s.mutable_inner()->set_batch_size(8);
-  const std::string job = c.Submit(s);
-  auto st = c.WaitFor(job, JobDone, 240s);
-  INFO("reason: " << st.reason() << " (logs in " << c.dir << ")");
-  REQUIRE(st.state() == "succeeded");
-  const auto rounds = c.Rounds(job);
-  REQUIRE(rounds.size() == kSteps + 1);
-  for (const auto& r : rounds) CHECK(r.participants.size() == 3);  // replicas bitwise identical every step
-  int aborted = 0;
-  for (const auto& e : c.Events(job)) aborted += e.kind == "round_aborted" ? 1 : 0;
-  CHECK(aborted >= 1);  // the injected failure did roll a round back
+  RunSyncDpJob(c, out.path(), kSteps, {.fail_at = 20, .optimizer = optimizer});
   std::string output;
-  const int code =
-      RunCommand(kPython + " " + script + " --reference " + out.path().string() + " " + std::to_string(kSteps) + " 3",
-                 &output);
+  const int code = RunCommand(
+      kPython + " " + kSyncDpWorker + " --reference " + out.path().string() + " " + std::to_string(kSteps) + " 3",
+      &output);
   INFO(output);
   CHECK(code == 0);
   CHECK_THAT(output, Catch::Contains("max |difference|"));
@@ -345,45 +367,27 @@ TEST_CASE("sdk: a bfloat16 model trains through a float32 copy: DiLoCo and kind 
   c.StartOrchestrator();
   for (const auto& r : kClusterRegions) c.StartAgent(r);
   constexpr uint32_t kSteps = 40;
-  const std::string script = kSource + "/tests/sdk/workers/sync_dp_worker.py";
-  // The workers save their parameters at job step kSteps, the start of a
-  // round, before its exchange: the job cannot end first. With a failure, the
-  // last region fails step 12 once, after its optimizer step.
-  auto run = [&](const std::string& kind, uint32_t h, bool fail) {
-    const fs::path dir = out.path() / (kind + (fail ? "-failed" : ""));
-    fs::create_directories(dir);
-    v1::JobSpec s = CommandSpec(
-        c, {kPython, script, dir.string(), std::to_string(kSteps), fail ? "12" : "-1", "adamw", "bfloat16"},
-        kSteps / h + 1, h, 3);
-    s.mutable_sync()->set_kind(kind);
-    s.mutable_inner()->set_lr(1e-2);
-    s.mutable_inner()->set_batch_size(8);
-    const std::string job = c.Submit(s);
-    auto st = c.WaitFor(job, JobDone, 240s);
-    INFO(kind << (fail ? " with a failure" : "") << ": " << st.reason() << " (logs in " << c.dir << ")");
-    REQUIRE(st.state() == "succeeded");
-    const auto rounds = c.Rounds(job);
-    REQUIRE(rounds.size() == kSteps / h + 1);
-    for (const auto& r : rounds) CHECK(r.participants.size() == 3);  // the same parameters everywhere, every round
-    int aborted = 0;
-    for (const auto& e : c.Events(job)) aborted += e.kind == "round_aborted" ? 1 : 0;
-    CHECK((aborted >= 1) == fail);
+  auto identical = [&](const fs::path& dir) {
     std::string output;
-    const int code = RunCommand(kPython + " " + script + " --identical " + dir.string() + " 3", &output);
+    const int code = RunCommand(kPython + " " + kSyncDpWorker + " --identical " + dir.string() + " 3", &output);
     INFO(output);
     CHECK(code == 0);
     CHECK_THAT(output, Catch::Contains("parameters in torch.bfloat16; the model holds the global parameters rounded: True"));
-    return job;
   };
   // DiLoCo: the outer step runs in float32, so replicas agree whether or not a
   // region restored its state after the failure; the job without the failure
   // shows that it did (deterministic training: the same hashes, round by round).
-  const std::string failed = run("diloco", 5, true);
-  const std::string clean = run("diloco", 5, false);
+  const SyncDpJob diloco{.kind = "diloco", .h = 5, .codec = v1::CODEC_INT8_BLOCK, .dtype = "bfloat16"};
+  SyncDpJob failing = diloco;
+  failing.fail_at = 12;
+  const std::string failed = RunSyncDpJob(c, out.path() / "diloco-failed", kSteps, failing);
+  identical(out.path() / "diloco-failed");
+  const std::string clean = RunSyncDpJob(c, out.path() / "diloco", kSteps, diloco);
   CHECK(Hashes(c, failed) == Hashes(c, clean));
   // Kind sync: every step is a round, and a region that did not restore its
   // bfloat16 parameters and AdamW state would disagree at the next one.
-  run("sync", 1, true);
+  RunSyncDpJob(c, out.path() / "sync-failed", kSteps, {.fail_at = 12, .dtype = "bfloat16"});
+  identical(out.path() / "sync-failed");
 }
 
 // The worker log lines starting with `prefix` and containing `needle`, region by region.
