@@ -11,16 +11,21 @@
 // rate of the sweep and is reported at its best final validation loss, so a
 // policy is not judged at a learning rate tuned for another.
 //
+// --seeds runs every setting once per job seed (initial parameters and data
+// order) and reports means; --dtypes repeats every policy with train.py
+// --dtype (a bfloat16 model next to the float32 one).
+//
 // Prints per policy: best inner lr, final validation loss at each lr, the gap
 // to the synchronous baseline's best, WAN bytes, the reduction factor against
-// the baseline, wall time. --out DIR writes pytorch_convergence.md and
-// pytorch_convergence.tsv (every run of the sweep, with its per-round
+// the baseline, wall time. --out DIR writes NAME.md and NAME.tsv (--name,
+// default pytorch_convergence; every run of the sweep, with its per-round
 // validation losses).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "command_job.h"
@@ -68,6 +73,7 @@ struct Options {
   // The DiLoCo default 0.9, and 0.5 (as bench/convergence uses): 6-60 outer steps are few for 0.9.
   std::vector<double> outer_momenta = {0.9, 0.5};
   std::vector<std::string> dtypes = {"float32"};  // train.py --dtype values, each a set of rows
+  std::vector<uint32_t> seeds = {1};  // job seeds (initial parameters and data order) of every setting
   uint32_t context = 32, d_model = 48, layers = 1, heads = 2;
   std::string text_file = "/usr/share/common-licenses/GPL-3";
   std::string python = LONGHAUL_PYTHON;
@@ -102,11 +108,12 @@ Result<std::vector<Policy>> Plan(const Options& o) {
   return p;
 }
 
-v1::JobSpec SpecFor(const Policy& p, double lr, const Options& o, const std::vector<orch::LocalRegion>& regions) {
+v1::JobSpec SpecFor(const Policy& p, double lr, uint32_t seed, const Options& o,
+                    const std::vector<orch::LocalRegion>& regions) {
   v1::JobSpec s = orch::DefaultJobSpec();
-  s.set_name("pytorch " + p.Label() + " lr " + FormatNumber("%g", lr));
+  s.set_name("pytorch " + p.Label() + " lr " + FormatNumber("%g", lr) + " seed " + std::to_string(seed));
   bench::SetRegions(s, regions);
-  s.set_seed(1);
+  s.set_seed(seed);
   s.set_checkpoint_interval(0);
   const uint32_t h = p.kind == SyncKind::kSync ? o.sync_round_steps : p.h;
   s.set_rounds(std::max(1u, o.total_steps / h));
@@ -141,46 +148,81 @@ v1::JobSpec SpecFor(const Policy& p, double lr, const Options& o, const std::vec
 struct Run {
   Policy policy;
   double lr = 0;
+  uint32_t seed = 0;
   bench::E2eRun run;
 };
 
-// The best run (lowest final validation loss) of each policy, in plan order.
-std::vector<const Run*> Best(const std::vector<Policy>& plan, const std::vector<Run>& runs) {
-  std::vector<const Run*> best;
+// The runs of one (policy, inner lr) over the seeds.
+struct Setting {
+  const Policy* policy = nullptr;
+  double lr = 0;
+  std::vector<const Run*> runs;
+  double Mean(double (*of)(const Run&)) const {
+    double sum = 0;
+    for (const Run* r : runs) sum += of(*r);
+    return runs.empty() ? NAN : sum / static_cast<double>(runs.size());
+  }
+  double MeanVal() const { return Mean([](const Run& r) { return static_cast<double>(r.run.status.val_loss()); }); }
+  // Half the spread of the seeds' validation losses.
+  double HalfRange() const {
+    double lo = INFINITY, hi = -INFINITY;
+    for (const Run* r : runs) {
+      lo = std::min(lo, static_cast<double>(r->run.status.val_loss()));
+      hi = std::max(hi, static_cast<double>(r->run.status.val_loss()));
+    }
+    return runs.empty() ? NAN : (hi - lo) / 2;
+  }
+};
+
+Setting SettingOf(const Policy& p, double lr, const std::vector<Run>& runs) {
+  Setting s{&p, lr, {}};
+  for (const auto& r : runs)
+    if (r.policy.Label() == p.Label() && r.lr == lr) s.runs.push_back(&r);
+  return s;
+}
+
+// The best setting (lowest mean final validation loss over the seeds) of each policy, in plan order.
+std::vector<Setting> Best(const std::vector<Policy>& plan, const std::vector<Run>& runs, const Options& o) {
+  std::vector<Setting> best;
   for (const auto& p : plan) {
-    const Run* b = nullptr;
-    for (const auto& r : runs)
-      if (r.policy.Label() == p.Label() && (b == nullptr || r.run.status.val_loss() < b->run.status.val_loss())) b = &r;
-    if (b != nullptr) best.push_back(b);
+    std::optional<Setting> b;
+    for (double lr : o.lrs) {
+      Setting s = SettingOf(p, lr, runs);
+      if (!s.runs.empty() && (!b || s.MeanVal() < b->MeanVal())) b = s;
+    }
+    if (b) best.push_back(*b);
   }
   return best;
 }
 
 std::string Table(const std::vector<Policy>& plan, const std::vector<Run>& runs, const Options& o) {
-  const auto best = Best(plan, runs);
-  const Run* sync = nullptr;  // the baseline: the first dtype's (float32 unless --dtypes says otherwise)
-  for (const Run* b : best)
-    if (b->policy.kind == SyncKind::kSync && sync == nullptr) sync = b;
+  const auto best = Best(plan, runs, o);
+  const Setting* sync = nullptr;  // the baseline: the first dtype's (float32 unless --dtypes says otherwise)
+  for (const Setting& b : best)
+    if (b.policy->kind == SyncKind::kSync && sync == nullptr) sync = &b;
+  const bool seeds = o.seeds.size() > 1;
   std::ostringstream t;
-  t << "| policy | rounds | best inner lr | val loss | val loss at lr";
+  t << "| policy | rounds | best inner lr | val loss" << (seeds ? " (mean ± half range)" : "") << " | val loss at lr";
   for (double lr : o.lrs) t << " " << FormatNumber("%g", lr);
   t << " | vs sync | WAN bytes | reduction | wall |\n|---|---|---|---|---|---|---|---|---|\n";
-  for (const Run* b : best) {
-    const auto& s = b->run.status;
+  for (const Setting& b : best) {
+    const auto& s = b.runs.front()->run.status;
     std::string sweep;
-    for (double lr : o.lrs)
-      for (const auto& r : runs)
-        if (r.policy.Label() == b->policy.Label() && r.lr == lr) {
-          if (!sweep.empty()) sweep += " / ";
-          sweep += FormatNumber("%.4f", r.run.status.val_loss());
-        }
-    const bool is_sync = b == sync;
-    const double gap = sync ? s.val_loss() / sync->run.status.val_loss() - 1 : NAN;
-    const double reduction = sync && s.wan_bytes() > 0 ? static_cast<double>(sync->run.status.wan_bytes()) /
+    for (double lr : o.lrs) {
+      const Setting at = SettingOf(*b.policy, lr, runs);
+      if (at.runs.empty()) continue;
+      if (!sweep.empty()) sweep += " / ";
+      sweep += FormatNumber("%.4f", at.MeanVal());
+    }
+    const bool is_sync = &b == sync;
+    const double gap = sync ? b.MeanVal() / sync->MeanVal() - 1 : NAN;
+    const double reduction = sync && s.wan_bytes() > 0 ? static_cast<double>(sync->runs.front()->run.status.wan_bytes()) /
                                                              static_cast<double>(s.wan_bytes())
                                                        : NAN;
-    t << "| " << b->policy.Label() << " | " << s.total_rounds() << " | " << FormatNumber("%g", b->lr) << " | "
-      << FormatNumber("%.4f", s.val_loss()) << " | " << sweep << " | "
+    const double wall = b.Mean([](const Run& r) { return r.run.status.wall_seconds(); });
+    t << "| " << b.policy->Label() << " | " << s.total_rounds() << " | " << FormatNumber("%g", b.lr) << " | "
+      << FormatNumber("%.4f", b.MeanVal()) << (seeds ? FormatNumber(" ± %.4f", b.HalfRange()) : std::string())
+      << " | " << sweep << " | "
       << (is_sync ? std::string("-")
           : sync  ? FormatNumber("%+.2f%%", 100 * gap)
                   : std::string("-"))
@@ -188,7 +230,7 @@ std::string Table(const std::vector<Policy>& plan, const std::vector<Run>& runs,
       << (is_sync ? std::string("1x")
           : sync  ? FormatNumber("%.0fx", reduction)
                   : std::string("-"))
-      << " | " << orch::HumanSeconds(s.wall_seconds()) << " |\n";
+      << " | " << orch::HumanSeconds(wall) << " |\n";
   }
   t << "\n"
     << o.regions << " regions on " << (o.wan_emulation ? "linkem WAN links" : "plain loopback links") << "; every run "
@@ -196,7 +238,14 @@ std::string Table(const std::vector<Policy>& plan, const std::vector<Run>& runs,
     << " --d-model " << o.d_model << " --layers " << o.layers << " --heads " << o.heads << " on " << o.text_file
     << " (last 5% held out; each region trains on its own third of the rest). Inner AdamW (betas "
     << "0.9/0.95, no weight decay, " << o.warmup << " warm-up steps, cosine to 10%) at each lr of the sweep; "
-    << "each policy shown at its best. DiLoCo outer Nesterov lr " << o.outer_lr << ", momentum";
+    << "each policy shown at its best";
+  if (seeds) {
+    t << " mean over job seeds";
+    for (size_t i = 0; i < o.seeds.size(); ++i) t << (i ? ", " : " ") << o.seeds[i];
+    t << " (each seed draws other initial parameters and another data order; every figure of a row is a mean "
+         "over them)";
+  }
+  t << ". DiLoCo outer Nesterov lr " << o.outer_lr << ", momentum";
   for (size_t i = 0; i < o.outer_momenta.size(); ++i) t << (i ? " / " : " ") << FormatNumber("%g", o.outer_momenta[i]);
   t << ". The baseline is synchronous data parallelism: every step's gradients averaged across regions in "
     << "fp32 before one identical optimizer step (kind sync, train.py's sync_gradients(), reported every "
@@ -213,14 +262,15 @@ std::string Table(const std::vector<Policy>& plan, const std::vector<Run>& runs,
   return t.str();
 }
 
-void WriteTsv(const std::vector<Run>& runs, const std::vector<Policy>& plan, const fs::path& file) {
-  const auto best = Best(plan, runs);
+void WriteTsv(const std::vector<Run>& runs, const std::vector<Policy>& plan, const Options& opts, const fs::path& file) {
+  const auto best = Best(plan, runs, opts);
   std::ofstream o(file);
-  o << "# policy\tkind\tH\tcodec\touter_momentum\tinner_lr\trounds\tval_loss\twan_bytes\twall_seconds\tbest_of_policy\t"
-       "val_loss_by_round\n";
+  o << "# policy\tkind\tH\tcodec\touter_momentum\tinner_lr\tseed\trounds\tval_loss\twan_bytes\twall_seconds\t"
+       "best_of_policy\tval_loss_by_round\n";
   for (const auto& r : runs) {
     const auto& s = r.run.status;
-    const bool is_best = std::find(best.begin(), best.end(), &r) != best.end();
+    bool is_best = false;  // a run of its policy's best setting
+    for (const Setting& b : best) is_best |= std::find(b.runs.begin(), b.runs.end(), &r) != b.runs.end();
     std::string curve;
     for (const auto& c : r.run.rounds) {
       if (!curve.empty()) curve += ',';
@@ -229,7 +279,7 @@ void WriteTsv(const std::vector<Run>& runs, const std::vector<Policy>& plan, con
     o << r.policy.Label() << "\t" << sync_policies::SyncKindName(r.policy.kind) << "\t" << (r.policy.kind == SyncKind::kSync ? 1 : r.policy.h) << "\t"
       << proto::CodecName(r.policy.codec) << "\t"
       << (r.policy.kind == SyncKind::kSync ? std::string("-") : FormatNumber("%g", r.policy.outer_momentum)) << "\t" << FormatNumber("%g", r.lr)
-      << "\t" << s.total_rounds() << "\t" << FormatNumber("%.4f", s.val_loss()) << "\t" << s.wan_bytes() << "\t"
+      << "\t" << r.seed << "\t" << s.total_rounds() << "\t" << FormatNumber("%.4f", s.val_loss()) << "\t" << s.wan_bytes() << "\t"
       << FormatNumber("%.1f", s.wall_seconds()) << "\t" << (is_best ? 1 : 0) << "\t" << curve << "\n";
   }
 }
@@ -259,6 +309,7 @@ int main(int argc, char** argv) {
   app.add_option("--python", o.python, "Python interpreter with torch");
   app.add_option("--example-dir", o.example_dir, "where train.py and charlm.py live");
   app.add_flag("--wan-emulation", o.wan_emulation, "put linkem WAN links between the regions (default: loopback)");
+  app.add_option("--seeds", o.seeds, "job seeds run at every setting; the table shows means")->delimiter(',');
   app.add_option("--dtypes", o.dtypes, "train.py --dtype values (float32, bfloat16), each a set of rows; the "
                  "first one's sync run is the baseline")->delimiter(',');
   app.add_option("--out", o.out_dir, "write NAME.md and NAME.tsv here");
@@ -282,17 +333,21 @@ int main(int argc, char** argv) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<Run> runs;
-  const size_t total = plan->size() * o.lrs.size();
+  const size_t total = plan->size() * o.lrs.size() * o.seeds.size();
   for (const auto& p : *plan) {
     for (double lr : o.lrs) {
-      std::fprintf(stderr, "run %zu/%zu: %s, inner lr %g\n", runs.size() + 1, total, p.Label().c_str(), lr);
-      auto run = bench::RunJob(**cluster, SpecFor(p, lr, o, co.regions), std::chrono::seconds(o.job_timeout_s));
-      if (!run.ok()) {
-        std::fprintf(stderr, "bench_pytorch_convergence: %s (logs: %s)\n", run.status().message().c_str(),
-                     (*cluster)->log_dir().c_str());
-        return 1;
+      for (uint32_t seed : o.seeds) {
+        std::fprintf(stderr, "run %zu/%zu: %s, inner lr %g, seed %u\n", runs.size() + 1, total, p.Label().c_str(), lr,
+                     seed);
+        auto run =
+            bench::RunJob(**cluster, SpecFor(p, lr, seed, o, co.regions), std::chrono::seconds(o.job_timeout_s));
+        if (!run.ok()) {
+          std::fprintf(stderr, "bench_pytorch_convergence: %s (logs: %s)\n", run.status().message().c_str(),
+                       (*cluster)->log_dir().c_str());
+          return 1;
+        }
+        runs.push_back({p, lr, seed, std::move(*run)});
       }
-      runs.push_back({p, lr, std::move(*run)});
     }
   }
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -312,7 +367,7 @@ int main(int argc, char** argv) {
            "run's per-round validation loss, is in "
         << o.name << ".tsv.\n\n"
         << table;
-    WriteTsv(runs, *plan, fs::path(o.out_dir) / (o.name + ".tsv"));
+    WriteTsv(runs, *plan, o, fs::path(o.out_dir) / (o.name + ".tsv"));
     std::fprintf(stderr, "wrote %s/%s.md and .tsv\n", o.out_dir.c_str(), o.name.c_str());
   }
   return 0;
