@@ -50,9 +50,10 @@ struct Policy {
   double outer_momentum = 0;
   bool show_momentum = false;  // the sweep has more than one outer momentum
   std::string dtype = "float32";  // train.py --dtype: the model's parameters
+  bool baseline = false;          // the first dtype's sync run: what every row is compared with
   std::string Label() const {
     const std::string model = dtype == "float32" ? "" : ", " + dtype + " model";
-    if (kind == SyncKind::kSync) return "sync fp32" + model + (model.empty() ? " (baseline)" : "");
+    if (kind == SyncKind::kSync) return "sync fp32" + model + (baseline ? " (baseline)" : "");
     std::string l = "DiLoCo H=" + std::to_string(h) + " " + std::string(proto::CodecName(codec));
     if (show_momentum) l += ", outer momentum " + FormatNumber("%g", outer_momentum);
     return l + model;
@@ -89,7 +90,7 @@ Result<std::vector<Policy>> Plan(const Options& o) {
   const bool show = o.outer_momenta.size() > 1;
   for (const auto& dtype : o.dtypes) {
     if (dtype != "float32" && dtype != "bfloat16") return InvalidArgument("--dtypes: unknown dtype '" + dtype + "'");
-    p.push_back({SyncKind::kSync, 0, v1::CODEC_FP32, 0, false, dtype});
+    p.push_back({SyncKind::kSync, 0, v1::CODEC_FP32, 0, false, dtype, p.empty()});
     for (double m : o.outer_momenta) {
       for (uint32_t h : o.hs) {
         for (const auto& name : o.codecs) {
@@ -188,7 +189,8 @@ std::vector<Setting> Best(const std::vector<Policy>& plan, const std::vector<Run
     std::optional<Setting> b;
     for (double lr : o.lrs) {
       Setting s = SettingOf(p, lr, runs);
-      if (!s.runs.empty() && (!b || s.MeanVal() < b->MeanVal())) b = s;
+      // A diverged run (NaN) never wins, nor keeps a later setting from winning.
+      if (!s.runs.empty() && (!b || std::isnan(b->MeanVal()) || s.MeanVal() < b->MeanVal())) b = s;
     }
     if (b) best.push_back(*b);
   }
@@ -197,9 +199,9 @@ std::vector<Setting> Best(const std::vector<Policy>& plan, const std::vector<Run
 
 std::string Table(const std::vector<Policy>& plan, const std::vector<Run>& runs, const Options& o) {
   const auto best = Best(plan, runs, o);
-  const Setting* sync = nullptr;  // the baseline: the first dtype's (float32 unless --dtypes says otherwise)
+  const Setting* sync = nullptr;
   for (const Setting& b : best)
-    if (b.policy->kind == SyncKind::kSync && sync == nullptr) sync = &b;
+    if (b.policy->baseline) sync = &b;
   const bool seeds = o.seeds.size() > 1;
   std::ostringstream t;
   t << "| policy | rounds | best inner lr | val loss" << (seeds ? " (mean ± half range)" : "") << " | val loss at lr";
@@ -242,8 +244,8 @@ std::string Table(const std::vector<Policy>& plan, const std::vector<Run>& runs,
   if (seeds) {
     t << " mean over job seeds";
     for (size_t i = 0; i < o.seeds.size(); ++i) t << (i ? ", " : " ") << o.seeds[i];
-    t << " (each seed draws other initial parameters and another data order; every figure of a row is a mean "
-         "over them)";
+    t << " (each seed draws other initial parameters and another data order; val loss, the sweep and wall are "
+         "means over them, rounds and WAN bytes the first seed's)";
   }
   t << ". DiLoCo outer Nesterov lr " << o.outer_lr << ", momentum";
   for (size_t i = 0; i < o.outer_momenta.size(); ++i) t << (i ? " / " : " ") << FormatNumber("%g", o.outer_momenta[i]);

@@ -108,9 +108,10 @@ class CharLM(nn.Module):
         return self.head(self.ln_f(x))
 
     def loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Mean cross-entropy in nats per byte."""
+        """Mean cross-entropy in nats per byte, computed in float32 whatever the
+        model's dtype (a bfloat16 loss would be rounded to steps of ~0.01)."""
         logits = self(x)
-        return F.cross_entropy(logits.reshape(-1, VOCAB), y.reshape(-1))
+        return F.cross_entropy(logits.reshape(-1, VOCAB).float(), y.reshape(-1))
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -154,12 +154,18 @@ def _nadam_scalars(group, step):
     computed as torch.optim.NAdam computes it (float32, one factor per step)."""
     beta1, decay = group["betas"][0], group["momentum_decay"]
     products = _NADAM_PRODUCTS.setdefault((beta1, decay), [1.0])
+    if len(products) <= step and len(products) > 1 and products[-1] == products[-2]:
+        # A fixed point (0, or float32's least subnormal), reached within a few
+        # thousand steps: the factors only grow towards beta1 < 1, so it stays.
+        return {"mu_product": torch.tensor(products[-1], dtype=torch.float32)}
     if len(products) <= step:
         product = torch.tensor(products[-1], dtype=torch.float32)
         for s in range(len(products), step + 1):
             product *= beta1 * (1.0 - 0.5 * (0.96 ** (float(s) * decay)))
             products.append(product.item())
-    return {"mu_product": torch.tensor(products[step], dtype=torch.float32)}
+            if products[-1] == products[-2]:
+                break
+    return {"mu_product": torch.tensor(products[min(step, len(products) - 1)], dtype=torch.float32)}
 
 
 class _Carried:
@@ -265,11 +271,13 @@ def check_moment_sync(config, optimizer):
 def aliasing_problem(flat, flat_ptr, aliased, optimizer, state_flats):
     """Why the tensors longhaul reads and writes in place are no longer the
     model's or the optimizer's, or None: the flat tensor moved from flat_ptr (the
-    address the library holds), a tensor of `aliased` left it, or the optimizer's
-    state is no longer a view of `state_flats` (replaced by load_state_dict, say)."""
+    address the library holds; None: the library holds a host copy's), a
+    non-empty tensor of `aliased` left it, or the optimizer's state is no longer
+    a view of `state_flats` (replaced by load_state_dict, say)."""
     lo = flat.data_ptr()
     hi = lo + flat.numel() * flat.element_size()
-    if lo != flat_ptr or any(not lo <= t.data_ptr() < hi for t in aliased):
+    if (flat_ptr is not None and lo != flat_ptr) or any(
+            t.numel() > 0 and not lo <= t.data_ptr() < hi for t in aliased):
         return ("the model's parameters or buffers no longer live in longhaul's flat buffer (was the model moved "
                 "with .to() or .share_memory(), a parameter's .data replaced or a state_dict loaded with assign?)")
     if optimizer is None or not state_flats:
@@ -282,8 +290,8 @@ def aliasing_problem(flat, flat_ptr, aliased, optimizer, state_flats):
                 value = optimizer.state[p].get(name)
                 if value is not None and value.numel() > 0 and not any(a <= value.data_ptr() < b for a, b in spans):
                     return ("the optimizer's state no longer lives in longhaul's flat tensors (was "
-                            "optimizer.load_state_dict() called after DiLoCo? load it before, or use "
-                            "DiLoCo.load_state_dict() for the outer state)")
+                            "optimizer.load_state_dict() called, or a parameter group added, after DiLoCo? "
+                            "do both before it; DiLoCo.load_state_dict() loads the outer state)")
     return None
 
 
@@ -361,7 +369,7 @@ class DiLoCo:
         self._buffer_floats = sum(b.numel() for _, b in buffers)
         self._params = [p for _, p in model.named_parameters()]
         # One parameter and (if any) one buffer: moving the model breaks the aliasing of both.
-        self._aliased = [next(iter(model.parameters()))] + [b for _, b in buffers[:1]]
+        self._aliased = [p for p in self._params if p.numel() > 0][:1] + [b for _, b in buffers if b.numel() > 0][:1]
         self._optimizer = optimizer
         self._optimizer_state = [] if optimizer is None else bind_optimizer_state(
             optimizer, self._tensors, self._params, self._flat.numel())
@@ -370,7 +378,8 @@ class DiLoCo:
         self._session = _native.Session()
         self.config = from_json(self._session.config_json)
         check_moment_sync(self.config, optimizer)
-        self._flat_ptr = self._flat.data_ptr()
+        # The address the library reads and writes (None: it works on the host copy's).
+        self._flat_ptr = self._flat.data_ptr() if self._host_copy is None else None
         if self._host_copy is None:
             self._session.start(self._flat.data_ptr(), self._flat.numel(), self._tensors, self._buffer_floats,
                                 [t.data_ptr() for t in self._optimizer_state], eval_fn)
@@ -386,6 +395,7 @@ class DiLoCo:
         """Call once after every inner optimizer step. Returns the event (see module doc)."""
         if isinstance(loss, torch.Tensor):
             loss = float(loss.detach())
+        self._check_in_place()
         return self._after(self._session.step(float(loss), int(tokens)))
 
     def _after(self, event):
@@ -438,7 +448,14 @@ class DiLoCo:
     def fail_round(self, why):
         """The inner step failed in a way the job should see (not a crash): the round
         is reported failed and rolled back. Returns the next event."""
+        self._check_in_place()
         return self._after(self._session.fail_round(str(why)))
+
+    def _check_in_place(self):
+        """Before the library touches the flat tensor: it must still be where the
+        library holds it (model.share_memory() moves it; one comparison per step)."""
+        if self._flat_ptr is not None and self._flat.data_ptr() != self._flat_ptr:
+            raise errors.FailedPrecondition(aliasing_problem(self._flat, self._flat_ptr, [], None, []))
 
     def _check_aliasing(self):
         problem = aliasing_problem(self._flat, self._flat_ptr, self._aliased, self._optimizer, self._optimizer_state)

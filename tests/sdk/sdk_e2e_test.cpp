@@ -386,7 +386,8 @@ TEST_CASE("sdk: a bfloat16 model trains through a float32 copy: DiLoCo and kind 
   CHECK(Hashes(c, failed) == Hashes(c, clean));
   // Kind sync: every step is a round, and a region that did not restore its
   // bfloat16 parameters and AdamW state would disagree at the next one.
-  RunSyncDpJob(c, out.path() / "sync-failed", kSteps, {.fail_at = 12, .dtype = "bfloat16"});
+  RunSyncDpJob(c, out.path() / "sync-failed", kSteps,
+               {.codec = v1::CODEC_INT8_BLOCK, .fail_at = 12, .dtype = "bfloat16"});
   identical(out.path() / "sync-failed");
 }
 
