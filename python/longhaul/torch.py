@@ -73,8 +73,8 @@ ROLLED_BACK = "rolled_back"
 RESYNCED = "resynced"
 FINISHED = "finished"
 
-__all__ = ["DiLoCo", "JobConfig", "LonghaulError", "errors", "job_config", "flatten_parameters", "bind_optimizer_state", "follow_step",
-           "NONE", "COMMITTED", "ROLLED_BACK", "RESYNCED", "FINISHED"]
+__all__ = ["DiLoCo", "JobConfig", "LonghaulError", "errors", "job_config", "flatten_parameters", "bind_optimizer_state",
+           "follow_step", "NONE", "COMMITTED", "ROLLED_BACK", "RESYNCED", "FINISHED"]
 
 
 def flatten_parameters(model):
@@ -108,8 +108,8 @@ def _carried_buffers(model, device, dtype):
 
 def _flatten(model, with_buffers):
     """flatten_parameters, then (with_buffers) the buffers of the parameters'
-    dtype after the parameters. Returns (flat, tensors, buffers): buffers are the carried
-    (name, tensor) pairs, last in flat."""
+    dtype after the parameters. Returns (flat, tensors, buffers): buffers are
+    the carried (name, tensor) pairs, last in flat."""
     named = list(model.named_parameters())
     if not named:
         raise ValueError("the model has no parameters")
@@ -210,10 +210,11 @@ def _carried(optimizer):
 
 def bind_optimizer_state(optimizer, tensors, params, numel):
     """Makes the optimizer's per-parameter state views of flat tensors of
-    `numel` values (the parameters' dtype, as torch.optim keeps them), parameter p's at p's offset in the model's flat tensor
-    (`tensors`, `params`: flatten order), one flat tensor per state name
-    (_CARRIED: Adam, AdamW, Adamax, NAdam, RAdam, Adagrad, Adadelta, RMSprop,
-    SGD). Values the optimizer already holds are kept; a parameter it has not
+    `numel` values in the parameters' dtype (as torch.optim keeps them), one
+    flat tensor per state name, parameter p's at p's offset in the model's flat
+    tensor (`tensors`, `params`: flatten order). _CARRIED lists the optimizers
+    (Adam, AdamW, Adamax, NAdam, RAdam, Adagrad, Adadelta, RMSprop, SGD).
+    Values the optimizer already holds are kept; a parameter it has not
     stepped yet gets the zeros its first step would start from. Returns the
     flat tensors."""
     carried = _carried(optimizer)

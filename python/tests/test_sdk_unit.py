@@ -203,8 +203,9 @@ def test_a_job_that_averages_inner_moments_refuses_an_optimizer_without_adams_mo
     lh.check_moment_sync(_config(0, 0), torch.optim.RMSprop(m.parameters()))
     for other in (torch.optim.RMSprop(m.parameters(), centered=True), torch.optim.Adamax(m.parameters()),
                   torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)):
+        name = type(other).__name__
         with pytest.raises(lh.errors.InvalidArgument,
-                           match=f"second_moment_sync_rounds 1\\), which needs Adam's .*: {type(other).__name__} keeps"):
+                           match=f"second_moment_sync_rounds 1\\), which needs Adam's .*: {name} keeps"):
             lh.check_moment_sync(_config(0, 1), other)
 
 
@@ -221,8 +222,8 @@ def test_aliasing_problems_are_named_and_a_bound_model_has_none():
     assert "moved with .to() or .share_memory()" in lh.aliasing_problem(flat, flat.data_ptr() + 4, params, opt, state)
     saved = opt.state_dict()
     opt.load_state_dict(saved)  # copies: the state is no longer longhaul's views
-    assert "optimizer.load_state_dict() called, or a parameter group added," in lh.aliasing_problem(flat, flat.data_ptr(), params, opt,
-                                                                                    state)
+    problem = lh.aliasing_problem(flat, flat.data_ptr(), params, opt, state)
+    assert "optimizer.load_state_dict() called, or a parameter group added," in problem
     # Through a host copy the library holds the copy's address: the flat tensor may move with its views.
     assert lh.aliasing_problem(flat, None, params, None, []) is None
     empty = torch.nn.Parameter(torch.zeros(0))  # data_ptr() 0: not a sign of anything
