@@ -201,50 +201,56 @@ TEST_CASE("flow: a job whose region sends a malformed start hash fails at the ro
                                   Catch::Contains("did not report ready"));
 }
 
+namespace {
+
+using StartsByWorker = std::map<std::string, v1::RoundCommand>;
+
+// Round 1 of a job (min_regions 2) whose regions a, b and c start from
+// parameter hashes `a`, `b` and `c`; then a goes silent, and round 1 is
+// retried with b and c. Returns the first STARTs and the retry's (two, round 1).
+std::pair<StartsByWorker, StartsByWorker> Round1RetriedWithoutA(Rig& rig, const std::string& a, const std::string& b,
+                                                                const std::string& c) {
+  const std::string job = AssignJob(rig, 2);
+  rig.Ready(job, "a", "id-a", 0, a);
+  rig.Ready(job, "b", "id-b", 0, b);
+  rig.Ready(job, "c", "id-c", 0, c);
+  StartsByWorker first = Starts(rig.Take());
+  REQUIRE(first.size() == 3);
+  rig.Pass(400ms, {{"b", "id-b"}, {"c", "id-c"}}, {job});
+  StartsByWorker retry = Starts(rig.Take());
+  INFO(rig.o().JobStatusOf(job).value().reason());
+  REQUIRE(retry.size() == 2);
+  CHECK(retry["id-b"].round() == 1);
+  return {first, retry};
+}
+
+const std::string kHash1 = "00000000000000a1", kHash2 = "00000000000000b2";
+
+}  // namespace
+
 TEST_CASE("flow: round 1 retried without the region others joined from: one that holds its own start bootstraps "
           "them",
           "[orchestrator]") {
   Rig rig("start-hash-abort");
-  const std::string job = AssignJob(rig, 2);  // min_regions 2
-  const std::string h1 = "00000000000000a1", h2 = "00000000000000b2";
-  rig.Ready(job, "a", "id-a", 0, h1);
-  rig.Ready(job, "b", "id-b", 0, h2);
-  rig.Ready(job, "c", "id-c", 0, h1);
-  auto starts = Starts(rig.Take());
-  REQUIRE(starts.size() == 3);
-  REQUIRE(starts["id-b"].joining_regions_size() == 1);
-  CHECK(starts["id-b"].bootstrap_region() == "a");
-  // a goes silent: round 1 is retried with b and c. b lost what it was joining
-  // for; c holds its own start, which b takes (not the other way round).
-  rig.Pass(400ms, {{"b", "id-b"}, {"c", "id-c"}}, {job});
-  starts = Starts(rig.Take());
-  REQUIRE(starts.size() == 2);
-  CHECK(starts["id-b"].round() == 1);
-  REQUIRE(starts["id-b"].joining_regions_size() == 1);
-  CHECK(starts["id-b"].joining_regions(0) == "b");
-  CHECK(starts["id-b"].bootstrap_region() == "c");
+  // b joins from a at first; a goes silent. b lost what it was joining for;
+  // c holds its own start, which b takes (not the other way round).
+  auto [first, retry] = Round1RetriedWithoutA(rig, kHash1, kHash2, kHash1);
+  REQUIRE(first["id-b"].joining_regions_size() == 1);
+  CHECK(first["id-b"].bootstrap_region() == "a");
+  REQUIRE(retry["id-b"].joining_regions_size() == 1);
+  CHECK(retry["id-b"].joining_regions(0) == "b");
+  CHECK(retry["id-b"].bootstrap_region() == "c");
 }
 
 TEST_CASE("flow: round 1 retried after every region holding a start was lost: the first ready region gives it",
           "[orchestrator]") {
   Rig rig("start-hash-no-holder");
-  const std::string job = AssignJob(rig, 2);  // min_regions 2
-  const std::string h1 = "00000000000000a1", h2 = "00000000000000b2";
-  rig.Ready(job, "a", "id-a", 0, h1);
-  rig.Ready(job, "b", "id-b", 0, h2);
-  rig.Ready(job, "c", "id-c", 0, h2);
-  auto starts = Starts(rig.Take());
-  REQUIRE(starts.size() == 3);
-  CHECK(starts["id-b"].joining_regions_size() == 2);
-  // a goes silent: b and c, both joining from it, are left without a holder.
-  rig.Pass(400ms, {{"b", "id-b"}, {"c", "id-c"}}, {job});
-  starts = Starts(rig.Take());
-  INFO(rig.o().JobStatusOf(job).value().reason());
-  REQUIRE(starts.size() == 2);
-  CHECK(starts["id-b"].round() == 1);
-  REQUIRE(starts["id-b"].joining_regions_size() == 1);
-  CHECK(starts["id-b"].joining_regions(0) == "c");
-  CHECK(starts["id-b"].bootstrap_region() == "b");
+  // b and c both join from a at first; a goes silent, and they are left without a holder.
+  auto [first, retry] = Round1RetriedWithoutA(rig, kHash1, kHash2, kHash2);
+  CHECK(first["id-b"].joining_regions_size() == 2);
+  REQUIRE(retry["id-b"].joining_regions_size() == 1);
+  CHECK(retry["id-b"].joining_regions(0) == "c");
+  CHECK(retry["id-b"].bootstrap_region() == "b");
 }
 
 TEST_CASE("flow: after round 1 failed on disagreeing hashes no start hash is trusted: the others are bootstrapped",
@@ -255,11 +261,14 @@ TEST_CASE("flow: after round 1 failed on disagreeing hashes no start hash is tru
   auto starts = Starts(rig.Take());
   REQUIRE(starts.size() == 3);
   CHECK(starts["id-a"].joining_regions_size() == 0);
-  const uint64_t epoch = starts["id-a"].epoch();
-  rig.Report(job, 1, epoch, "a", "id-a", "x");
-  rig.Report(job, 1, epoch, "b", "id-b", "y");
-  rig.Report(job, 1, epoch, "c", "id-c", "y");
-  starts = Starts(rig.Take());
+  // a reports hash x, b and c hash y: round 1 fails on disagreeing hashes.
+  auto disagree = [&](uint64_t epoch) {
+    rig.Report(job, 1, epoch, "a", "id-a", "x");
+    rig.Report(job, 1, epoch, "b", "id-b", "y");
+    rig.Report(job, 1, epoch, "c", "id-c", "y");
+    return Starts(rig.Take());
+  };
+  starts = disagree(starts["id-a"].epoch());
   REQUIRE(starts.size() == 3);
   CHECK(starts["id-a"].round() == 1);
   CHECK(starts["id-a"].joining_regions_size() == 2);
@@ -268,11 +277,7 @@ TEST_CASE("flow: after round 1 failed on disagreeing hashes no start hash is tru
   REQUIRE(said.size() == 1);
   CHECK_THAT(said[0], Catch::Contains("not trusted") && Catch::Contains("b, c receive a's at round 1"));
   // Disagreeing again: the same attempt again, said once.
-  const uint64_t again = starts["id-a"].epoch();
-  rig.Report(job, 1, again, "a", "id-a", "x");
-  rig.Report(job, 1, again, "b", "id-b", "y");
-  rig.Report(job, 1, again, "c", "id-c", "y");
-  starts = Starts(rig.Take());
+  starts = disagree(starts["id-a"].epoch());
   REQUIRE(starts.size() == 3);
   CHECK(starts["id-a"].joining_regions_size() == 2);
   CHECK(EventMessages(rig, job, "start_parameters_differ").size() == 1);
