@@ -269,6 +269,10 @@ def check_moment_sync(config, optimizer):
             "NAdam or RAdam, or set both to 0)")
 
 
+_MOVED = ("the model's parameters or buffers no longer live in longhaul's flat buffer (was the model moved with .to() "
+          "or .share_memory(), a parameter's .data replaced or a state_dict loaded with assign?)")
+
+
 def aliasing_problem(flat, flat_ptr, aliased, optimizer, state_flats):
     """Why the tensors longhaul reads and writes in place are no longer the
     model's or the optimizer's, or None: the flat tensor moved from flat_ptr (the
@@ -279,8 +283,7 @@ def aliasing_problem(flat, flat_ptr, aliased, optimizer, state_flats):
     hi = lo + flat.numel() * flat.element_size()
     if (flat_ptr is not None and lo != flat_ptr) or any(
             t.numel() > 0 and not lo <= t.data_ptr() < hi for t in aliased):
-        return ("the model's parameters or buffers no longer live in longhaul's flat buffer (was the model moved "
-                "with .to() or .share_memory(), a parameter's .data replaced or a state_dict loaded with assign?)")
+        return _MOVED
     if optimizer is None or not state_flats:
         return None
     spans = [(f.data_ptr(), f.data_ptr() + f.numel() * f.element_size()) for f in state_flats]
@@ -456,7 +459,7 @@ class DiLoCo:
         """Before the library touches the flat tensor: it must still be where the
         library holds it (model.share_memory() moves it; one comparison per step)."""
         if self._flat_ptr is not None and self._flat.data_ptr() != self._flat_ptr:
-            raise errors.FailedPrecondition(aliasing_problem(self._flat, self._flat_ptr, [], None, []))
+            raise errors.FailedPrecondition(_MOVED)
 
     def _check_aliasing(self):
         problem = aliasing_problem(self._flat, self._flat_ptr, self._aliased, self._optimizer, self._optimizer_state)
