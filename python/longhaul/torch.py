@@ -30,20 +30,22 @@ the WAN and returns what happened:
                  to exit before it sends SIGTERM.
 
 The parameters are carried without copies: DiLoCo makes every parameter a view of
-one flat tensor that the worker library reads and writes in place. They must
-all have one dtype (float32, bfloat16 or float16) and be on one device. On a GPU,
-or in bfloat16 or float16, the flat tensor stays where it is and the worker
-library works on a float32 host copy (pinned memory on a GPU), refreshed only
-around the job's sync points (the round's start and end, a fragment's
-exchange): no inner step copies the model to the host. The outer step (global
-parameters, pseudo-gradients, outer momentum) is float32 either way; a bfloat16
-model receives the global parameters rounded to its dtype. The model's floating
-buffers of the parameters' dtype (BatchNorm's running mean and variance) follow
-the parameters in that tensor: they take no outer step, and
-at every round's end (every kind but local) they are averaged over all workers
-of all regions, so every replica holds the same statistics and the parameter
-hash covers them. Buffers of other types (BatchNorm's num_batches_tracked
-counter) are not carried; every region counts the same steps.
+one flat tensor per dtype (float32, bfloat16 or float16; a model may mix them)
+that stays where it is; they must be on one device. A float32 model on the CPU
+is one flat tensor that the worker library reads and writes in place. On a GPU,
+in bfloat16 or float16, or in several dtypes, the worker library works on one
+float32 host copy (pinned memory on a GPU), refreshed only around the job's
+sync points (the round's start and end, a fragment's exchange): no inner step
+copies the model to the host. The outer step (global parameters,
+pseudo-gradients, outer momentum) is float32 either way; a bfloat16 parameter
+receives the global parameters rounded to its dtype. The model's buffers of
+the parameters' dtypes (BatchNorm's running mean and variance) follow the
+parameters in the flat tensor of their dtype: they take no outer step, and at
+every round's end (every kind but local) they are averaged over all workers of
+all regions, so every replica holds the same statistics and the parameter hash
+covers them.
+Buffers of other types (BatchNorm's num_batches_tracked counter) are not
+carried; every region counts the same steps.
 
 Given the optimizer, DiLoCo makes its per-parameter state views of flat tensors
 too (Adam, AdamW, Adamax, NAdam, RAdam, Adagrad, Adadelta, RMSprop, SGD; their
@@ -82,10 +84,11 @@ def flatten_parameters(model):
 
     Returns (flat, tensors) where tensors lists (name, shape, offset, numel) in order.
     The values are unchanged; optimizers created before or after keep working
-    (the Parameter objects stay the same, only their storage moves).
+    (the Parameter objects stay the same, only their storage moves). The
+    parameters must share one dtype (DiLoCo also takes a model that mixes them).
     """
-    flat, tensors, _ = _flatten(model, with_buffers=False)
-    return flat, tensors
+    layout = _flatten(model, with_buffers=False, one_dtype="flatten_parameters")
+    return layout.parts[0].flat, layout.tensors
 
 
 # The parameter dtypes longhaul carries; the worker library works on float32
@@ -93,51 +96,102 @@ def flatten_parameters(model):
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
-def _carried_buffers(model, device, dtype):
-    """The model's buffers of the parameters' dtype, (name, tensor), in named_buffers() order."""
-    carried = []
-    for name, b in model.named_buffers():
-        if b.dtype != dtype:
-            continue  # counters (BatchNorm's num_batches_tracked): not averaged
-        if b.device != device:
-            raise TypeError(f"buffer '{name}' is on {b.device} and the parameters on {device}; "
-                            "longhaul carries them in one tensor on one device")
-        carried.append((name, b))
-    return carried
+class _Part:
+    """The model's carried tensors of one dtype: one flat tensor of that dtype
+    holding its parameters, then its buffers; param_at and buffer_at are where
+    the two ranges lie in the worker library's float32 layout."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+        self.params, self.buffers = [], []  # (name, tensor), in the model's order
+        self.flat = None
+        self.param_at = self.buffer_at = 0
+
+    def param_floats(self):
+        return sum(t.numel() for _, t in self.params)
+
+    def param_offsets(self):
+        """(parameter, its offset in flat), in order."""
+        offset = 0
+        for _, t in self.params:
+            yield t, offset
+            offset += t.numel()
+
+    def segments(self):
+        """(offset in flat, offset in the library's layout, count) of its two ranges."""
+        n = self.param_floats()
+        return [(0, self.param_at, n), (n, self.buffer_at, self.flat.numel() - n)]
 
 
-def _flatten(model, with_buffers):
-    """flatten_parameters, then (with_buffers) the buffers of the parameters'
-    dtype after the parameters. Returns (flat, tensors, buffers): buffers are
-    the carried (name, tensor) pairs, last in flat."""
+class _Layout:
+    """A model's parameters and carried buffers as the worker library sees them:
+    one float32 array holding every part's parameters, then every part's buffers
+    (parts in the order their dtypes first appear). tensors: (name, shape,
+    offset, numel) in that order; params: the parameters in that order."""
+
+    def __init__(self, parts):
+        self.parts = parts
+        self.tensors, self.params = [], []
+        offset = 0
+        for part in parts:
+            part.param_at = offset
+            offset = self._place(part.params, offset)
+            self.params += [t for _, t in part.params]
+        for part in parts:
+            part.buffer_at = offset
+            offset = self._place(part.buffers, offset)
+        self.numel = offset
+        self.buffer_floats = sum(t.numel() for part in parts for _, t in part.buffers)
+
+    def _place(self, named, offset):
+        for name, t in named:
+            self.tensors.append((name, list(t.shape), offset, t.numel()))
+            offset += t.numel()
+        return offset
+
+
+def _flatten(model, with_buffers, one_dtype=None):
+    """The model's parameters, then (with_buffers) its buffers of the
+    parameters' dtypes (not counters such as BatchNorm's num_batches_tracked),
+    moved into one flat tensor per dtype, each a view of it. Returns the
+    _Layout. one_dtype: the name of a caller that takes one dtype only, which
+    refuses a model mixing them before anything moves."""
     named = list(model.named_parameters())
     if not named:
         raise ValueError("the model has no parameters")
-    device, dtype = named[0][1].device, named[0][1].dtype
+    device = named[0][1].device
+    parts = {}
     for name, p in named:
         if p.dtype not in _DTYPES:
             raise TypeError(f"parameter '{name}' is {p.dtype}; longhaul carries float32, bfloat16 or float16 "
                             "parameters")
-        if p.dtype != dtype:
-            raise TypeError(f"parameter '{name}' is {p.dtype} and '{named[0][0]}' {dtype}; "
-                            "longhaul carries the parameters in one tensor of one dtype")
         if p.device != device:
             raise TypeError(f"parameter '{name}' is on {p.device} and '{named[0][0]}' on {device}; "
-                            "longhaul carries the parameters in one tensor on one device")
-    buffers = _carried_buffers(model, device, dtype) if with_buffers else []
-    total = sum(t.numel() for _, t in named + buffers)
-    flat = torch.empty(total, dtype=dtype, device=device)
-    tensors = []
-    offset = 0
+                            "longhaul carries the parameters on one device")
+        if one_dtype and p.dtype != named[0][1].dtype:
+            raise TypeError(f"parameter '{name}' is {p.dtype} and '{named[0][0]}' {named[0][1].dtype}; "
+                            f"{one_dtype} gives one tensor of one dtype (DiLoCo carries a model that mixes "
+                            "dtypes, one flat tensor per dtype)")
+        parts.setdefault(p.dtype, _Part(p.dtype)).params.append((name, p))
+    for name, b in model.named_buffers() if with_buffers else []:
+        if b.dtype not in parts:
+            continue  # counters (BatchNorm's num_batches_tracked), other dtypes: not averaged
+        if b.device != device:
+            raise TypeError(f"buffer '{name}' is on {b.device} and the parameters on {device}; "
+                            "longhaul carries them on one device")
+        parts[b.dtype].buffers.append((name, b))
     with torch.no_grad():
-        for name, t in named + buffers:
-            n = t.numel()
-            view = flat[offset:offset + n]
-            view.copy_(t.detach().reshape(-1))
-            t.data = view.view(t.shape)  # the same Parameter or buffer object, its storage in flat
-            tensors.append((name, list(t.shape), offset, n))
-            offset += n
-    return flat, tensors, buffers
+        for part in parts.values():
+            members = part.params + part.buffers
+            part.flat = torch.empty(sum(t.numel() for _, t in members), dtype=part.dtype, device=device)
+            offset = 0
+            for _, t in members:
+                n = t.numel()
+                view = part.flat[offset:offset + n]
+                view.copy_(t.detach().reshape(-1))
+                t.data = view.view(t.shape)  # the same Parameter or buffer object, its storage in the flat tensor
+                offset += n
+    return _Layout(list(parts.values()))
 
 
 def _adam_state(group):
@@ -217,14 +271,22 @@ def bind_optimizer_state(optimizer, tensors, params, numel):
     Values the optimizer already holds are kept; a parameter it has not
     stepped yet gets the zeros its first step would start from. Returns the
     flat tensors."""
+    where = {id(p): (0, offset, n, shape) for p, (_, shape, offset, n) in zip(params, tensors)}
+    device = params[0].device if params else torch.device("cpu")
+    dtype = params[0].dtype if params else torch.float32
+    return _bind_state(optimizer, where, [(numel, dtype, device)])[0]
+
+
+def _bind_state(optimizer, where, flats):
+    """bind_optimizer_state over several flat tensors: `where` maps id(parameter)
+    to (flat index, offset, numel, shape), `flats` lists (numel, dtype, device)
+    of each. Returns, per flat tensor, its state's flat tensors (one per state
+    name, in the same order for every one)."""
     carried = _carried(optimizer)
     names = []
     for group in optimizer.param_groups:
         names += [n for n in carried.tensors(group) if n not in names]
-    where = {id(p): (offset, n, shape) for p, (_, shape, offset, n) in zip(params, tensors)}
-    device = params[0].device if params else torch.device("cpu")
-    dtype = params[0].dtype if params else torch.float32
-    flats = [torch.zeros(numel, dtype=dtype, device=device) for _ in names]
+    state_flats = [[torch.zeros(numel, dtype=dtype, device=device) for _ in names] for numel, dtype, device in flats]
     with torch.no_grad():
         for group in optimizer.param_groups:
             if (type(optimizer) is torch.optim.SGD and group["momentum"] != 0 and group["dampening"] != 0
@@ -235,7 +297,7 @@ def bind_optimizer_state(optimizer, tensors, params, numel):
             for p in group["params"]:
                 if id(p) not in where:
                     raise ValueError("the optimizer holds a tensor that is not a parameter of the model")
-                offset, n, shape = where[id(p)]
+                index, offset, n, shape = where[id(p)]
                 state = optimizer.state[p]
                 fresh = len(state) == 0
                 step = state.get("step", 0)
@@ -247,12 +309,22 @@ def bind_optimizer_state(optimizer, tensors, params, numel):
                     state["step"] = int(step)
                 if carried.scalars and fresh:
                     state.update(carried.scalars(group, 0))
-                for name, flat in zip(names, flats):
+                for name, flat in zip(names, state_flats[index]):
                     view = flat[offset:offset + n].view(shape)
                     if state.get(name) is not None:  # SGD without momentum keeps None
                         view.copy_(state[name])
                     state[name] = view
-    return flats
+    return state_flats
+
+
+def _bind_parts(optimizer, parts):
+    """_bind_state over the flat tensors of a _Layout's parts: per part, its
+    state's flat tensors (none without an optimizer)."""
+    if optimizer is None:
+        return [[] for _ in parts]
+    where = {id(p): (i, offset, p.numel(), list(p.shape))
+             for i, part in enumerate(parts) for p, offset in part.param_offsets()}
+    return _bind_state(optimizer, where, [(part.flat.numel(), part.dtype, part.flat.device) for part in parts])
 
 
 def check_moment_sync(config, optimizer):
@@ -273,20 +345,24 @@ _MOVED = ("the model's parameters or buffers no longer live in longhaul's flat b
           "or .share_memory(), a parameter's .data replaced or a state_dict loaded with assign?)")
 
 
-def aliasing_problem(flat, flat_ptr, aliased, optimizer, state_flats):
+def _spans(tensors):
+    return [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in tensors]
+
+
+def aliasing_problem(flats, flat_ptr, aliased, optimizer, state_flats):
     """Why the tensors longhaul reads and writes in place are no longer the
-    model's or the optimizer's, or None: the flat tensor moved from flat_ptr (the
-    address the library holds; None: the library holds a host copy's), a
-    non-empty tensor of `aliased` left it, or the optimizer's state is no longer
-    a view of `state_flats` (replaced by load_state_dict, say)."""
-    lo = flat.data_ptr()
-    hi = lo + flat.numel() * flat.element_size()
-    if (flat_ptr is not None and lo != flat_ptr) or any(
-            t.numel() > 0 and not lo <= t.data_ptr() < hi for t in aliased):
+    model's or the optimizer's, or None: the (first) flat tensor moved from
+    flat_ptr (the address the library holds; None: the library holds a host
+    copy's), a non-empty tensor of `aliased` lies in none of `flats`, or the
+    optimizer's state is no longer a view of `state_flats` (replaced by
+    load_state_dict, say)."""
+    spans = _spans(flats)
+    if (flat_ptr is not None and flats[0].data_ptr() != flat_ptr) or any(
+            t.numel() > 0 and not any(a <= t.data_ptr() < b for a, b in spans) for t in aliased):
         return _MOVED
     if optimizer is None or not state_flats:
         return None
-    spans = [(f.data_ptr(), f.data_ptr() + f.numel() * f.element_size()) for f in state_flats]
+    spans = _spans(state_flats)
     carried = _carried(optimizer)
     for group in optimizer.param_groups:
         for p in group["params"]:
@@ -316,43 +392,63 @@ def follow_step(optimizer, step):
 
 
 class _HostCopy:
-    """The worker library's view of a flat tensor kept on a GPU or in another
-    dtype than float32: a float32 host copy of it (and of the optimizer state's
-    flat tensors), and the copies the library asks for around the sync points
+    """The worker library's view of a model's flat tensors when they are on a
+    GPU, in a dtype other than float32, or several (one per dtype): one float32
+    host array laid out as _Layout says, one per optimizer state name laid out
+    the same way, and the copies the library asks for around the sync points
     (longhaul/worker/region_replica.h, ParameterMirror). Copies to the host are
-    exact; copies back round to the flat tensor's dtype (to nearest even)."""
+    exact; copies back round to each flat tensor's dtype (to nearest even).
 
-    def __init__(self, flat, state):
-        pin = flat.is_cuda
-        self.flat, self.state = flat, state
-        self.host = torch.empty(flat.numel(), dtype=torch.float32, pin_memory=pin)
-        self.host_state = [torch.empty(t.numel(), dtype=torch.float32, pin_memory=pin) for t in state]
+    pieces: per flat tensor, (flat, [(offset in flat, offset in the host array,
+    count)]) covering it; states: per flat tensor, its optimizer state's flat
+    tensors (one per state name, laid out as it)."""
+
+    def __init__(self, pieces, states):
+        self.pieces, self.states = pieces, states
+        pin = pieces[0][0].is_cuda
+        numel = sum(flat.numel() for flat, _ in pieces)
+        self.host = torch.empty(numel, dtype=torch.float32, pin_memory=pin)
+        self.host_state = [torch.empty(numel, dtype=torch.float32, pin_memory=pin) for _ in states[0]]
         self.to_host()
         self.state_to_host()
 
     def _settle(self):
         """Work the script queued on any stream of the device (an optimizer on a
         side stream, say) is done before the copies read or write its tensors."""
-        if self.flat.is_cuda:
-            torch.cuda.synchronize(self.flat.device)
+        if self.pieces[0][0].is_cuda:
+            torch.cuda.synchronize(self.pieces[0][0].device)
+
+    def _ranges(self, flats, host):
+        """(range of a flat tensor, its range of `host`) for every segment."""
+        for flat, (_, segments) in zip(flats, self.pieces):
+            for at, host_at, n in segments:
+                if n > 0:
+                    yield flat[at:at + n], host[host_at:host_at + n]
+
+    def _state(self, name):
+        return [state[name] for state in self.states]
 
     def to_host(self):
         self._settle()
-        self.host.copy_(self.flat)
+        for flat, host in self._ranges([flat for flat, _ in self.pieces], self.host):
+            host.copy_(flat)
 
     def to_device(self):
         self._settle()
-        self.flat.copy_(self.host)
+        for flat, host in self._ranges([flat for flat, _ in self.pieces], self.host):
+            flat.copy_(host)
 
     def state_to_host(self):
         self._settle()
-        for host, t in zip(self.host_state, self.state):
-            host.copy_(t)
+        for name, host_state in enumerate(self.host_state):
+            for flat, host in self._ranges(self._state(name), host_state):
+                host.copy_(flat)
 
     def state_to_device(self):
         self._settle()
-        for host, t in zip(self.host_state, self.state):
-            t.copy_(host)
+        for name, host_state in enumerate(self.host_state):
+            for flat, host in self._ranges(self._state(name), host_state):
+                flat.copy_(host)
 
 
 class DiLoCo:
@@ -369,27 +465,33 @@ class DiLoCo:
         parameters, as for parameters on a GPU or in another dtype (those
         always do)."""
         self._model = model
-        self._flat, self._tensors, buffers = _flatten(model, with_buffers=True)
-        self._buffer_floats = sum(b.numel() for _, b in buffers)
-        self._params = [p for _, p in model.named_parameters()]
-        # One parameter and (if any) one buffer: moving the model breaks the aliasing of both.
-        self._aliased = [p for p in self._params if p.numel() > 0][:1] + [b for _, b in buffers if b.numel() > 0][:1]
+        layout = _flatten(model, with_buffers=True)
+        parts = layout.parts
+        self._flats = [part.flat for part in parts]
+        self._tensors, self._params, self._numel = layout.tensors, layout.params, layout.numel
+        # A parameter and (if any) a buffer of each flat tensor: moving the model breaks the aliasing of all.
+        self._aliased = []
+        for part in parts:
+            for members in (part.params, part.buffers):
+                self._aliased += [t for _, t in members if t.numel() > 0][:1]
         self._optimizer = optimizer
-        self._optimizer_state = [] if optimizer is None else bind_optimizer_state(
-            optimizer, self._tensors, self._params, self._flat.numel())
-        _host_copy = bool(_host_copy) or self._flat.device.type != "cpu" or self._flat.dtype != torch.float32
-        self._host_copy = _HostCopy(self._flat, self._optimizer_state) if _host_copy else None
+        state_parts = _bind_parts(optimizer, parts)
+        self._optimizer_state = [t for state in state_parts for t in state]
+        first = self._flats[0]
+        _host_copy = bool(_host_copy) or len(parts) > 1 or first.device.type != "cpu" or first.dtype != torch.float32
+        self._host_copy = _HostCopy([(part.flat, part.segments()) for part in parts],
+                                    state_parts) if _host_copy else None
         self._session = _native.Session()
         self.config = from_json(self._session.config_json)
         check_moment_sync(self.config, optimizer)
         # The address the library reads and writes (None: it works on the host copy's).
-        self._flat_ptr = self._flat.data_ptr() if self._host_copy is None else None
-        if self._host_copy is None:
-            self._session.start(self._flat.data_ptr(), self._flat.numel(), self._tensors, self._buffer_floats,
+        self._flat_ptr = first.data_ptr() if self._host_copy is None else None
+        if self._host_copy is None:  # one float32 flat tensor on the CPU, laid out as the library's array
+            self._session.start(first.data_ptr(), first.numel(), self._tensors, layout.buffer_floats,
                                 [t.data_ptr() for t in self._optimizer_state], eval_fn)
         else:
             h = self._host_copy
-            self._session.start(h.host.data_ptr(), h.host.numel(), self._tensors, self._buffer_floats,
+            self._session.start(h.host.data_ptr(), h.host.numel(), self._tensors, layout.buffer_floats,
                                 [t.data_ptr() for t in h.host_state], eval_fn, h)
         self.resynced = self._session.resynced_at_start
         self.last_event = RESYNCED if self.resynced else NONE
@@ -433,7 +535,7 @@ class DiLoCo:
         if not self._session.syncs_gradients:
             return True
         params = self._params
-        flat = torch.empty(self._flat.numel(), dtype=torch.float32)  # buffers' entries: zeroed by the session
+        flat = torch.empty(self._numel, dtype=torch.float32)  # buffers' entries: zeroed by the session
         for p, (_, _, offset, n) in zip(params, self._tensors):
             if p.grad is None:
                 flat[offset:offset + n].zero_()  # an unused parameter: a zero gradient here
@@ -458,11 +560,11 @@ class DiLoCo:
     def _check_in_place(self):
         """Before the library touches the flat tensor: it must still be where the
         library holds it (model.share_memory() moves it; one comparison per step)."""
-        if self._flat_ptr is not None and self._flat.data_ptr() != self._flat_ptr:
+        if self._flat_ptr is not None and self._flats[0].data_ptr() != self._flat_ptr:
             raise errors.FailedPrecondition(_MOVED)
 
     def _check_aliasing(self):
-        problem = aliasing_problem(self._flat, self._flat_ptr, self._aliased, self._optimizer, self._optimizer_state)
+        problem = aliasing_problem(self._flats, self._flat_ptr, self._aliased, self._optimizer, self._optimizer_state)
         if problem is not None:
             raise errors.FailedPrecondition(problem)
 
@@ -486,8 +588,19 @@ class DiLoCo:
 
     @property
     def flat_parameters(self):
-        """The flat tensor every parameter (then every carried buffer) is a view of."""
-        return self._flat
+        """The flat tensor every parameter (then every carried buffer) is a view
+        of; a model that mixes dtypes has one per dtype (flat_tensors)."""
+        if len(self._flats) > 1:
+            raise errors.FailedPrecondition(
+                f"the model mixes dtypes ({', '.join(str(f.dtype) for f in self._flats)}): its parameters are views "
+                "of one flat tensor per dtype, diloco.flat_tensors")
+        return self._flats[0]
+
+    @property
+    def flat_tensors(self):
+        """The flat tensors the parameters and carried buffers are views of, one
+        per dtype, in the order their dtypes first appear in the model."""
+        return list(self._flats)
 
     @property
     def tensors(self):

@@ -1,5 +1,6 @@
 """longhaul's Python package without an agent: parameter flattening, the job
 config view, errors outside a job, and the native module's pieces."""
+import copy
 import json
 import os
 
@@ -48,11 +49,12 @@ class WithBatchNorm(torch.nn.Module):
 def test_float_buffers_follow_the_parameters_in_the_flat_tensor_and_training_updates_them_there():
     torch.manual_seed(0)
     m = WithBatchNorm()
-    flat, tensors, buffers = lh._flatten(m, with_buffers=True)
-    buffer_floats = sum(b.numel() for _, b in buffers)
-    names = [t[0] for t in tensors]
+    layout = lh._flatten(m, with_buffers=True)
+    (part,) = layout.parts
+    flat = part.flat
+    names = [t[0] for t in layout.tensors]
     assert names == ["lin.weight", "lin.bias", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"]
-    assert buffer_floats == 8  # num_batches_tracked (int64) is not carried
+    assert layout.buffer_floats == 8  # num_batches_tracked (int64) is not carried
     m.bn(m.lin(torch.randn(16, 3) + 5))  # a training-mode forward moves the running statistics in place
     assert torch.equal(flat[-8:-4], m.bn.running_mean)
     assert float(flat[-8:-4].abs().sum()) > 0
@@ -218,18 +220,20 @@ def test_aliasing_problems_are_named_and_a_bound_model_has_none():
     opt = torch.optim.AdamW(params, lr=0.01)
     state = lh.bind_optimizer_state(opt, tensors, params, flat.numel())
     _train(m, opt, 2, seed=1)
-    assert lh.aliasing_problem(flat, flat.data_ptr(), params, opt, state) is None
-    assert "moved with .to() or .share_memory()" in lh.aliasing_problem(flat, flat.data_ptr() + 4, params, opt, state)
+    assert lh.aliasing_problem([flat], flat.data_ptr(), params, opt, state) is None
+    assert "moved with .to() or .share_memory()" in lh.aliasing_problem([flat], flat.data_ptr() + 4, params, opt,
+                                                                        state)
     saved = opt.state_dict()
     opt.load_state_dict(saved)  # copies: the state is no longer longhaul's views
-    problem = lh.aliasing_problem(flat, flat.data_ptr(), params, opt, state)
+    problem = lh.aliasing_problem([flat], flat.data_ptr(), params, opt, state)
     assert "optimizer.load_state_dict() called, or a parameter group added," in problem
     # Through a host copy the library holds the copy's address: the flat tensor may move with its views.
-    assert lh.aliasing_problem(flat, None, params, None, []) is None
+    assert lh.aliasing_problem([flat], None, params, None, []) is None
     empty = torch.nn.Parameter(torch.zeros(0))  # data_ptr() 0: not a sign of anything
-    assert lh.aliasing_problem(flat, flat.data_ptr(), [empty] + params, None, []) is None
+    assert lh.aliasing_problem([flat], flat.data_ptr(), [empty] + params, None, []) is None
     m.a.weight.data = m.a.weight.data.clone()
-    assert "no longer live in longhaul's flat buffer" in lh.aliasing_problem(flat, flat.data_ptr(), params, None, [])
+    assert "no longer live in longhaul's flat buffer" in lh.aliasing_problem([flat], flat.data_ptr(), params, None,
+                                                                             [])
 
 
 def test_flatten_refuses_parameters_it_cannot_carry():
@@ -238,7 +242,8 @@ def test_flatten_refuses_parameters_it_cannot_carry():
         lh.flatten_parameters(m)
     mixed = Tiny()
     mixed.b.to(torch.bfloat16)
-    with pytest.raises(TypeError, match="'b.weight' is torch.bfloat16 and 'a.weight' torch.float32; .* one dtype"):
+    with pytest.raises(TypeError, match="'b.weight' is torch.bfloat16 and 'a.weight' torch.float32; "
+                                        "flatten_parameters gives one tensor of one dtype"):
         lh.flatten_parameters(mixed)
     with pytest.raises(ValueError, match="no parameters"):
         lh.flatten_parameters(torch.nn.ReLU())
@@ -247,17 +252,22 @@ def test_flatten_refuses_parameters_it_cannot_carry():
 def test_flatten_refuses_parameters_on_two_devices_and_keeps_the_flat_tensor_on_theirs():
     m = Tiny()
     m.b = torch.nn.Linear(4, 2, bias=False, device="meta")
-    with pytest.raises(TypeError, match="one tensor on one device"):
+    with pytest.raises(TypeError, match="'b.weight' is on meta and 'a.weight' on cpu; .* on one device"):
         lh.flatten_parameters(m)
     on_meta = torch.nn.Linear(3, 4, device="meta")
     flat, _ = lh.flatten_parameters(on_meta)
     assert flat.device.type == "meta" and on_meta.weight.device.type == "meta"
 
 
+def _host_copy(flat, state):
+    """The host copy of one flat tensor laid out as the library's array."""
+    return lh._HostCopy([(flat, [(0, 0, flat.numel())])], [state])
+
+
 def test_the_host_copy_of_parameters_and_optimizer_state_copies_both_ways_only_when_asked():
     flat = torch.arange(6, dtype=torch.float32)
     state = [torch.full((6,), 2.0), torch.full((6,), 3.0)]
-    h = lh._HostCopy(flat, state)
+    h = _host_copy(flat, state)
     assert torch.equal(h.host, flat) and h.host.data_ptr() != flat.data_ptr()
     assert [torch.equal(a, b) for a, b in zip(h.host_state, state)] == [True, True]
     flat.add_(1)  # training moves the originals; the host copy waits for to_host()
@@ -278,7 +288,8 @@ def test_a_bfloat16_model_is_carried_in_one_bfloat16_tensor_with_its_buffers_of_
     torch.manual_seed(0)
     m = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4)).to(torch.bfloat16)
     before = {k: v.clone() for k, v in m.state_dict().items()}
-    flat, tensors, buffers = lh._flatten(m, with_buffers=True)
+    (part,) = lh._flatten(m, with_buffers=True).parts
+    flat, buffers = part.flat, part.buffers
     assert flat.dtype == torch.bfloat16
     assert [name for name, _ in buffers] == ["1.running_mean", "1.running_var"]  # not num_batches_tracked
     for k, v in m.state_dict().items():
@@ -287,12 +298,117 @@ def test_a_bfloat16_model_is_carried_in_one_bfloat16_tensor_with_its_buffers_of_
     assert all(lo <= t.data_ptr() < hi for t in list(m.parameters()) + [b for _, b in buffers])
 
 
+class Mixed(torch.nn.Module):
+    """bfloat16 layers around a float32 BatchNorm, as models that keep their
+    norms in float32 are loaded in bfloat16; a float16 buffer no parameter
+    shares a dtype with (not carried)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(3, 4).to(torch.bfloat16)
+        self.bn = torch.nn.BatchNorm1d(4).to(torch.bfloat16)
+        self.norm = torch.nn.BatchNorm1d(4)
+        self.b = torch.nn.Linear(4, 2, bias=False).to(torch.bfloat16)
+        self.register_buffer("scale16", torch.ones(2, dtype=torch.float16))
+
+    def forward(self, x):
+        h = self.bn(self.a(x.to(torch.bfloat16)))
+        return self.b(self.norm(h.float()).to(torch.bfloat16)).float()
+
+
+def _same_floats(a, b):
+    """The models' parameters and floating buffers are equal (counters are not carried)."""
+    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values())
+               if x.is_floating_point())
+
+
+def test_a_model_mixing_dtypes_is_carried_in_one_flat_tensor_per_dtype_and_one_float32_layout():
+    torch.manual_seed(0)
+    m = Mixed()
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    layout = lh._flatten(m, with_buffers=True)
+    bf16, fp32 = layout.parts  # in the order their dtypes first appear
+    assert (bf16.flat.dtype, fp32.flat.dtype) == (torch.bfloat16, torch.float32)
+    # The library's array: every part's parameters, then every part's buffers.
+    assert [(name, offset, n) for name, _, offset, n in layout.tensors] == [
+        ("a.weight", 0, 12), ("a.bias", 12, 4), ("bn.weight", 16, 4), ("bn.bias", 20, 4), ("b.weight", 24, 8),
+        ("norm.weight", 32, 4), ("norm.bias", 36, 4),
+        ("bn.running_mean", 40, 4), ("bn.running_var", 44, 4), ("norm.running_mean", 48, 4),
+        ("norm.running_var", 52, 4)]
+    assert layout.numel == 56 and layout.buffer_floats == 16
+    assert layout.params == [m.a.weight, m.a.bias, m.bn.weight, m.bn.bias, m.b.weight, m.norm.weight, m.norm.bias]
+    assert bf16.segments() == [(0, 0, 32), (32, 40, 8)] and fp32.segments() == [(0, 32, 8), (8, 48, 8)]
+    for k, v in m.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    for part in layout.parts:  # every tensor a view of its dtype's flat tensor
+        lo, hi = lh._spans([part.flat])[0]
+        assert all(lo <= t.data_ptr() < hi and t.dtype == part.dtype for _, t in part.params + part.buffers)
+    refused = Mixed()
+    where = [p.data_ptr() for p in refused.parameters()]
+    with pytest.raises(TypeError, match="'norm.weight' is torch.float32 and 'a.weight' torch.bfloat16; "
+                                        "flatten_parameters gives one tensor of one dtype"):
+        lh.flatten_parameters(refused)
+    assert [p.data_ptr() for p in refused.parameters()] == where  # refused before anything moved
+
+
+def test_a_model_mixing_dtypes_steps_like_a_plain_one_through_its_host_copy_and_rolls_back_exactly():
+    torch.manual_seed(0)
+    a, b = Mixed(), Mixed()
+    b.load_state_dict(a.state_dict())
+    opt_a, opt_b = (torch.optim.AdamW(m.parameters(), lr=0.01) for m in (a, b))
+    layout = lh._flatten(a, with_buffers=True)
+    state_parts = lh._bind_parts(opt_a, layout.parts)
+    assert [[t.dtype for t in state] for state in state_parts] == [[torch.bfloat16] * 2, [torch.float32] * 2]
+    h = lh._HostCopy([(part.flat, part.segments()) for part in layout.parts], state_parts)
+
+    def train(steps, seed):
+        for m, opt in ((a, opt_a), (b, opt_b)):
+            g = torch.Generator().manual_seed(seed)
+            for _ in range(steps):
+                opt.zero_grad()
+                m(torch.randn(6, 3, generator=g)).pow(2).sum().backward()
+                opt.step()
+
+    train(2, seed=1)
+    assert _same_floats(a, b)
+    # A round's start: the library copies parameters and state, each tensor at
+    # its place in the library's layout, exact in float32.
+    h.to_host()
+    h.state_to_host()
+    named = dict(a.named_parameters(), **dict(a.named_buffers()))
+    for name, _, offset, n in layout.tensors:
+        assert torch.equal(h.host[offset:offset + n], named[name].detach().float().reshape(-1)), name
+        if name in dict(a.named_parameters()):
+            for k, key in enumerate(("exp_avg", "exp_avg_sq")):
+                assert torch.equal(h.host_state[k][offset:offset + n],
+                                   opt_a.state[named[name]][key].float().reshape(-1)), (name, key)
+    # A rollback puts them back.
+    saved, saved_state = h.host.clone(), [t.clone() for t in h.host_state]
+    b_saved = {k: v.clone() for k, v in b.state_dict().items()}
+    opt_b_saved = copy.deepcopy(opt_b.state_dict())
+    train(3, seed=2)
+    h.host.copy_(saved)
+    for t, v in zip(h.host_state, saved_state):
+        t.copy_(v)
+    h.to_device()
+    h.state_to_device()
+    lh.follow_step(opt_a, 2)
+    b.load_state_dict(b_saved)
+    opt_b.load_state_dict(opt_b_saved)
+    train(3, seed=2)
+    assert _same_floats(a, b)
+    flats, states = [part.flat for part in layout.parts], [t for state in state_parts for t in state]
+    assert lh.aliasing_problem(flats, None, layout.params, opt_a, states) is None
+    a.norm.weight.data = a.norm.weight.data.clone()  # one part's parameter leaves its flat tensor
+    assert "no longer live in longhaul's flat buffer" in lh.aliasing_problem(flats, None, [a.norm.weight], None, [])
+
+
 @pytest.mark.parametrize("dtype, mantissa_bits", [(torch.bfloat16, 7), (torch.float16, 10)],
                          ids=["bfloat16", "float16"])
 def test_the_host_copy_of_a_16_bit_tensor_is_exact_to_the_host_and_rounds_to_nearest_even_back(dtype, mantissa_bits):
     flat = torch.tensor([1.0, -2.5, 3.140625, 0.0], dtype=dtype)
     state = [torch.tensor([0.5, 0.25, 0.125, 1.0], dtype=dtype)]
-    h = lh._HostCopy(flat, state)
+    h = _host_copy(flat, state)
     assert h.host.dtype == torch.float32 and h.host_state[0].dtype == torch.float32
     assert torch.equal(h.host, flat.float()) and torch.equal(h.host_state[0], state[0].float())
     # 1 + ulp/2 lies halfway between 1 and 1 + ulp: it goes to the even one, 1;

@@ -359,20 +359,20 @@ TEST_CASE("sdk: kind sync through PyTorch with SGD and Nesterov momentum: the mo
   CheckSyncDataParallel("sgd");
 }
 
-TEST_CASE("sdk: a bfloat16 model trains through a float32 copy: DiLoCo and kind sync replicas hold the global "
-          "parameters rounded, and a rolled-back round is retried exactly",
+TEST_CASE("sdk: a bfloat16 model and one mixing bfloat16 and float32 train through a float32 copy: DiLoCo and kind "
+          "sync replicas hold the global parameters rounded, and a rolled-back round is retried exactly",
           "[sdk][dtype]") {
   const TempDir out("bf16");  // declared first: removed after the workers writing into it are gone
   RealCluster c("sdk-bf16");
   c.StartOrchestrator();
   for (const auto& r : kClusterRegions) c.StartAgent(r);
   constexpr uint32_t kSteps = 40;
-  auto identical = [&](const fs::path& dir) {
+  auto identical = [&](const fs::path& dir, const std::string& dtypes) {
     std::string output;
     const int code = RunCommand(kPython + " " + kSyncDpWorker + " --identical " + dir.string() + " 3", &output);
     INFO(output);
     CHECK(code == 0);
-    CHECK_THAT(output, Catch::Contains("parameters in torch.bfloat16; the model holds the global parameters rounded: True"));
+    CHECK_THAT(output, Catch::Contains("parameters in " + dtypes + "; the model holds the global parameters rounded: True"));
   };
   // DiLoCo: the outer step runs in float32, so replicas agree whether or not a
   // region restored its state after the failure; the job without the failure
@@ -381,14 +381,24 @@ TEST_CASE("sdk: a bfloat16 model trains through a float32 copy: DiLoCo and kind 
   SyncDpJob failing = diloco;
   failing.fail_at = 12;
   const std::string failed = RunSyncDpJob(c, out.path() / "diloco-failed", kSteps, failing);
-  identical(out.path() / "diloco-failed");
+  identical(out.path() / "diloco-failed", "torch.bfloat16");
   const std::string clean = RunSyncDpJob(c, out.path() / "diloco", kSteps, diloco);
   CHECK(Hashes(c, failed) == Hashes(c, clean));
   // Kind sync: every step is a round, and a region that did not restore its
   // bfloat16 parameters and AdamW state would disagree at the next one.
   RunSyncDpJob(c, out.path() / "sync-failed", kSteps,
                {.codec = v1::CODEC_INT8_BLOCK, .fail_at = 12, .dtype = "bfloat16"});
-  identical(out.path() / "sync-failed");
+  identical(out.path() / "sync-failed", "torch.bfloat16");
+  // A model mixing bfloat16 and float32 layers (one flat tensor each, one
+  // float32 copy): the same hashes as without the failure, so both parts'
+  // parameters and AdamW state were restored (every region rolls back, so
+  // regions that all skipped a part would still agree with each other).
+  const SyncDpJob mixed{.codec = v1::CODEC_INT8_BLOCK, .dtype = "mixed"};
+  SyncDpJob mixed_failing = mixed;
+  mixed_failing.fail_at = 12;
+  const std::string mixed_failed = RunSyncDpJob(c, out.path() / "mixed-failed", kSteps, mixed_failing);
+  identical(out.path() / "mixed-failed", "torch.bfloat16 and torch.float32");
+  CHECK(Hashes(c, mixed_failed) == Hashes(c, RunSyncDpJob(c, out.path() / "mixed", kSteps, mixed)));
 }
 
 // The worker log lines starting with `prefix` and containing `needle`, region by region.

@@ -2,7 +2,8 @@
 
 As a longhaul worker (the agent starts it):
     sync_dp_worker.py OUT_DIR STEPS [FAIL_AT [OPTIMIZER [DTYPE]]]
-  trains a small MLP in DTYPE (float32, the default, or bfloat16) with
+  trains a small MLP in DTYPE (float32, the default, bfloat16, or mixed:
+  the hidden layer in bfloat16, the output layer in float32) with
   OPTIMIZER (adamw, the default, or sgd: SGD with Nesterov momentum), given to
   DiLoCo, which carries its state (AdamW's moments, SGD's momentum buffers);
   every inner step it averages the gradients across regions with
@@ -22,12 +23,12 @@ As the reference (the test runs it afterwards):
   are bitwise identical to each other and equal to its own to fp32 tolerance.
   Prints "max |difference| X"; exits 0 when they match, 1 otherwise.
 
-For a job without a one-process twin (DiLoCo, or a bfloat16 model):
+For a job without a one-process twin (DiLoCo, or a 16-bit model):
     sync_dp_worker.py --identical OUT_DIR REGIONS
-  checks that every region holds the same parameters, in the dtype it trained
-  in, that they are the global parameters rounded to that dtype (which keep
-  float32 precision unless the kind is sync), and that they moved from the
-  initial ones. Exits 0 when so, 1 otherwise.
+  checks that every region holds the same parameters, each in the dtype it
+  trained in, that they are the global parameters rounded to those dtypes
+  (which keep float32 precision unless the kind is sync), and that they moved
+  from the initial ones. Exits 0 when so, 1 otherwise.
 """
 import os
 import sys
@@ -37,9 +38,21 @@ import torch
 IN, HIDDEN, CLASSES = 16, 32, 4
 
 
-def build_model(seed):
+class ToFloat32(torch.nn.Module):
+    def forward(self, x):
+        return x.float()
+
+
+# DTYPE -> the dtype of the model's input.
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "mixed": torch.bfloat16}
+
+
+def build_model(seed, dtype="float32"):
     torch.manual_seed(seed)
-    return torch.nn.Sequential(torch.nn.Linear(IN, HIDDEN), torch.nn.Tanh(), torch.nn.Linear(HIDDEN, CLASSES))
+    model = torch.nn.Sequential(torch.nn.Linear(IN, HIDDEN), torch.nn.Tanh(), torch.nn.Linear(HIDDEN, CLASSES))
+    if dtype == "mixed":  # the parameters in the library's layout keep this order: bfloat16 ones first
+        return torch.nn.Sequential(model[0].to(torch.bfloat16), model[1], ToFloat32(), model[2])
+    return model.to(DTYPES[dtype])
 
 
 def batch(region, step, size):
@@ -62,7 +75,8 @@ def flat(model):
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+def tensors(model):
+    return [p.detach().reshape(-1).clone() for p in model.parameters()]
 
 
 def worker(out_dir, steps, fail_at, optimizer, dtype):
@@ -71,7 +85,7 @@ def worker(out_dir, steps, fail_at, optimizer, dtype):
     settings = {"lr": cfg.inner.lr, "betas": [cfg.inner.beta1, cfg.inner.beta2],
                 "weight_decay": cfg.inner.weight_decay, "batch": cfg.inner.batch_size, "seed": cfg.seed,
                 "optimizer": optimizer, "dtype": dtype, "kind": cfg.sync.kind}
-    model = build_model(cfg.seed).to(DTYPES[dtype])
+    model = build_model(cfg.seed, dtype)
     opt = make_optimizer(model, settings)
     last = cfg.region_index == cfg.region_count - 1
     diloco = lh.DiLoCo(model, optimizer=opt, _host_copy=last)
@@ -81,7 +95,7 @@ def worker(out_dir, steps, fail_at, optimizer, dtype):
         step = diloco.job_step
         if step == steps:  # written before this step's exchange: the job cannot end first
             path = os.path.join(out_dir, f"{cfg.region_index}.pt")
-            torch.save({"params": flat(model).clone(), "theta": diloco.state_dict()["theta"], "settings": settings},
+            torch.save({"params": tensors(model), "theta": diloco.state_dict()["theta"], "settings": settings},
                        path + ".tmp")
             os.replace(path + ".tmp", path)
         x, y = batch(cfg.region_index, step, settings["batch"])
@@ -103,7 +117,7 @@ def reference(out_dir, steps, regions):
     saved = [torch.load(os.path.join(out_dir, f"{r}.pt")) for r in range(regions)]
     settings = saved[0]["settings"]
     for r in range(1, regions):
-        if not torch.equal(saved[r]["params"], saved[0]["params"]):
+        if not all(torch.equal(x, y) for x, y in zip(saved[r]["params"], saved[0]["params"])):
             print(f"region {r}'s parameters differ from region 0's: the replicas are not identical")
             return 1
     model = build_model(settings["seed"])
@@ -117,7 +131,7 @@ def reference(out_dir, steps, regions):
         loss_fn(model(x), y).backward()
         opt.step()
     mine = flat(model)
-    diff = (mine - saved[0]["params"]).abs().max().item()
+    diff = (mine - torch.cat(saved[0]["params"])).abs().max().item()
     moved = (mine - flat(build_model(settings["seed"]))).abs().max().item()
     print(f"max |difference| {diff:.3g} after {steps} steps (parameters moved by up to {moved:.3g}); "
           f"settings {settings}")
@@ -128,19 +142,25 @@ def identical(out_dir, regions):
     saved = [torch.load(os.path.join(out_dir, f"{r}.pt")) for r in range(regions)]
     settings = saved[0]["settings"]
     params, theta = saved[0]["params"], saved[0]["theta"]
-    dtype = DTYPES[settings["dtype"]]
     for r in range(1, regions):
-        if not torch.equal(saved[r]["params"], params) or not torch.equal(saved[r]["theta"], theta):
+        same = all(torch.equal(x, y) for x, y in zip(saved[r]["params"], params))
+        if not same or not torch.equal(saved[r]["theta"], theta):
             print(f"region {r}'s parameters differ from region 0's: the replicas are not identical")
             return 1
-    moved = (params.float() - flat(build_model(settings["seed"]).to(dtype)).float()).abs().max().item()
-    rounded = torch.equal(params, theta.to(dtype))
-    # The outer step runs in float32: the global parameters are not all on the
-    # model dtype's grid (kind sync takes the parameters as they are).
-    finer = dtype == torch.float32 or settings["kind"] == "sync" or not torch.equal(theta, theta.to(dtype).float())
-    print(f"parameters in {params.dtype}; the model holds the global parameters rounded: {rounded}; "
+    initial = tensors(build_model(settings["seed"], settings["dtype"]))
+    dtypes = [p.dtype for p in params] == [p.dtype for p in initial]
+    moved = max((p.float() - p0.float()).abs().max().item() for p, p0 in zip(params, initial))
+    # theta, the global parameters in float32, in the library's layout (here the model's order).
+    pieces = list(zip(params, torch.split(theta, [p.numel() for p in params])))
+    rounded = all(torch.equal(p, t.to(p.dtype)) for p, t in pieces)
+    # The outer step runs in float32: the global parameters of a 16-bit tensor
+    # are not all on its grid (kind sync takes the parameters as they are).
+    low = [(p, t) for p, t in pieces if p.dtype != torch.float32]
+    finer = not low or settings["kind"] == "sync" or any(not torch.equal(t, t.to(p.dtype).float()) for p, t in low)
+    names = " and ".join(sorted({str(p.dtype) for p in params}))
+    print(f"parameters in {names}; the model holds the global parameters rounded: {rounded}; "
           f"they keep float32 precision: {finer}; moved by up to {moved:.3g}; settings {settings}")
-    return 0 if params.dtype == dtype and rounded and finer and moved > 1e-2 else 1
+    return 0 if dtypes and rounded and finer and moved > 1e-2 else 1
 
 
 if __name__ == "__main__":
