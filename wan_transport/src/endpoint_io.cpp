@@ -12,6 +12,12 @@ namespace longhaul::wan_transport {
 
 namespace {
 
+// Messages (chunks, 1 MiB by default) one connection may queue inside ZeroMQ
+// ahead of the I/O thread. Beyond it ZeroMQ stops reading that connection and
+// TCP pushes back on its sender, instead of holding whatever arrives faster
+// than the I/O thread checks and copies it in freshly faulted heap.
+constexpr int kReceiveQueueChunks = 16;
+
 int IoThreads(const WanOptions& o) {
   if (o.io_threads > 0) return std::min(o.io_threads, 64);  // ZMQ_AFFINITY is a 64-bit mask
   return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 2u, 4u));
@@ -58,7 +64,7 @@ Status WanEndpoint::Impl::Start(const std::string& bind_address) {
     router_.set(zmq::sockopt::linger, 0);
     // Oversized frames make libzmq drop the connection before we ever see them.
     router_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(std::max(opt_.chunk_bytes, size_t{16} << 20) + (64 << 10)));
-    router_.set(zmq::sockopt::rcvhwm, 0);
+    router_.set(zmq::sockopt::rcvhwm, kReceiveQueueChunks);
     if (opt_.encryption) MakeCurveServer(router_, opt_.keys);
     // A held handshake (admit_group_peers) must outlast its admission wait.
     if (opt_.admit_group_peers) {
