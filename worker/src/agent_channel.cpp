@@ -1,8 +1,8 @@
 #include "agent_channel.h"
 
 #include <cerrno>
-#include <iostream>
 
+#include "longhaul/common/log_line.h"
 #include "longhaul/proto/frame.h"
 #include "longhaul/wan_transport/curve.h"
 
@@ -72,7 +72,7 @@ void AgentChannel::Loop() {
       ready = zmq::poll(&item, 1, std::chrono::milliseconds(2));
     } catch (const zmq::error_t& e) {
       if (e.num() != EINTR) {
-        std::cerr << "agent channel: poll failed: " << e.what() << "\n";
+        LogLine() << "agent channel: poll failed: " << e.what();
         break;
       }
     }
@@ -81,7 +81,7 @@ void AgentChannel::Loop() {
     while (dealer_->recv(frame, zmq::recv_flags::dontwait)) {
       auto msg = proto::DecodeControl(frame.to_string_view());
       if (!msg.ok()) {
-        std::cerr << "dropped a frame from the agent: " << msg.status().ToString() << "\n";
+        LogLine() << "dropped a frame from the agent: " << msg.status().ToString();
         continue;
       }
       if (watcher_) watcher_(*msg);

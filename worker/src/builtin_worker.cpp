@@ -1,11 +1,11 @@
 #include "longhaul/worker/builtin_worker.h"
 
 #include <algorithm>
-#include <iostream>
 #include <limits>
 #include <vector>
 
 #include "device_state.h"
+#include "longhaul/common/log_line.h"
 #include "longhaul/worker/adamw_state.h"
 #include "longhaul/session/session.h"
 #include "longhaul/trainer/data.h"
@@ -24,14 +24,13 @@ int RunSteps(session::Session& s, const session::SessionOptions& options, InnerS
     uint64_t tokens = 0;
     auto loss = step(&tokens);
     if (!loss.ok() && fatal(loss.status())) {
-      std::cerr << "worker " << options.rank << " of region " << options.region
-                << " cannot go on: " << loss.status().ToString() << "\n";
+      LogLine() << "worker " << options.rank << " of region " << options.region
+                << " cannot go on: " << loss.status().ToString();
       return 1;
     }
     auto event = loss.ok() ? s.Step(*loss, tokens) : s.FailRound(loss.status());
     if (!event.ok()) {
-      std::cerr << "worker " << options.rank << " of region " << options.region << ": " << event.status().ToString()
-                << "\n";
+      LogLine() << "worker " << options.rank << " of region " << options.region << ": " << event.status().ToString();
       return 1;
     }
   }
@@ -123,8 +122,8 @@ int RunBuiltinWorker(session::SessionOptions options) {
 #endif
   auto opened = session::Session::Open(options);
   if (!opened.ok()) {
-    std::cerr << "worker " << options.rank << " of region " << options.region
-              << " cannot start: " << opened.status().ToString() << "\n";
+    LogLine() << "worker " << options.rank << " of region " << options.region
+              << " cannot start: " << opened.status().ToString();
     return 2;
   }
   session::Session& s = **opened;

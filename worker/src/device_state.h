@@ -6,11 +6,11 @@
 #ifdef LONGHAUL_HAVE_CUDA
 
 #include <cstdint>
-#include <iostream>
 #include <span>
 #include <utility>
 #include <vector>
 
+#include "longhaul/common/log_line.h"
 #include "longhaul/trainer/device_trainer.h"
 #include "longhaul/worker/region_replica.h"
 
@@ -65,7 +65,7 @@ class DeviceAdamWState final : public InnerState {
   void Report(const Status& s, const char* what) {
     if (s.ok() || !failure_.ok()) return;
     failure_ = s.WithContext(std::string(what) + " adamw's moments on the device");
-    std::cerr << failure_.ToString() << "\n";
+    LogLine() << failure_.ToString();
   }
   trainer::DeviceInnerTrainer& trainer_;
   std::vector<float> m_, v_, saved_m_, saved_v_;

@@ -3,13 +3,13 @@
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
-#include <iostream>
 #include <thread>
 #include <utility>
 
 #include "agent_channel.h"
 #include "agent_store.h"
 #include "longhaul/common/checksum.h"
+#include "longhaul/common/log_line.h"
 #include "longhaul/proto/frame.h"
 #include "longhaul/proto/wire_enums.h"
 #include "longhaul/proto/wire_links.h"
@@ -102,9 +102,9 @@ Result<std::unique_ptr<Session>> Session::Open(const SessionOptions& options) {
                                                    trainer::LocalWorkerFacts(options.parameters_on_device),
                                                    options.collective_timeout);
     if (!choice.ok()) return choice.status().WithContext("intra-region group");
-    std::cerr << "worker " << options.rank << " of region " << options.region << ": intra-region collectives over "
+    LogLine() << "worker " << options.rank << " of region " << options.region << ": intra-region collectives over "
               << (choice->backend == trainer::IntraRegionBackend::kNccl ? "nccl" : "gloo") << " (" << choice->reason
-              << ")\n";
+              << ")";
     if (choice->backend == trainer::IntraRegionBackend::kNccl) {
       c.device = choice->device;
       LONGHAUL_ASSIGN_OR_RETURN(c.device_group, MakeDeviceGroup(*launch.store, config.job_id, options,
@@ -182,8 +182,8 @@ void Session::Watch(const v1::ControlMessage& msg) {
   const bool ends_round = (c.kind() == v1::RoundCommand::ABORT && epoch != 0 && c.epoch() >= epoch) ||
                           c.kind() == v1::RoundCommand::STOP;
   if (!ends_round || round_cancelled_.exchange(true)) return;
-  std::cerr << "round epoch " << epoch << ": cancelling its WAN exchange ("
-            << (c.kind() == v1::RoundCommand::STOP ? std::string("STOP") : "ABORT: " + c.reason()) << ")\n";
+  LogLine() << "round epoch " << epoch << ": cancelling its WAN exchange ("
+            << (c.kind() == v1::RoundCommand::STOP ? std::string("STOP") : "ABORT: " + c.reason()) << ")";
   if (wan_) wan_->CancelThrough(epoch);
 }
 
@@ -208,8 +208,7 @@ void Session::SayHello(const Status& status, uint32_t restored_round, double los
 }
 
 void Session::ReportStartFailure(const Status& status) {
-  std::cerr << "worker " << options_.rank << " of region " << options_.region << " cannot start: " << status.ToString()
-            << "\n";
+  LogLine() << "worker " << options_.rank << " of region " << options_.region << " cannot start: " << status.ToString();
   if (channel_) SayHello(status, 0, 0);
 }
 
@@ -387,7 +386,7 @@ Result<bool> Session::AwaitStart() {
       last_step_ = SteadyClock::now();
       return joined;
     }
-    std::cerr << "round " << cmd.round() << " epoch " << cmd.epoch() << " cannot start: " << s.ToString() << "\n";
+    LogLine() << "round " << cmd.round() << " epoch " << cmd.epoch() << " cannot start: " << s.ToString();
     SendReport(cmd, s, "");
   }
 }
@@ -401,7 +400,7 @@ void Session::SendReport(const v1::RoundCommand& cmd, const Result<worker::Round
   report->set_epoch(cmd.epoch());
   report->set_region(options_.region);
   if (!result.ok()) {
-    std::cerr << "round " << cmd.round() << " epoch " << cmd.epoch() << " failed: " << result.status().ToString() << "\n";
+    LogLine() << "round " << cmd.round() << " epoch " << cmd.epoch() << " failed: " << result.status().ToString();
     report->set_ok(false);
     *report->mutable_error() = proto::ToWireError(result.status());
     report->mutable_error()->set_worker_output(std::exchange(failure_output_, std::string()));
@@ -420,8 +419,8 @@ void Session::SendReport(const v1::RoundCommand& cmd, const Result<worker::Round
   report->set_wall_seconds(r.wall_seconds);
   report->set_inner_steps(r.inner_steps);
   if (!checkpoint_path.empty()) report->set_checkpoint_path(checkpoint_path);
-  std::cerr << "round " << cmd.round() << " epoch " << cmd.epoch() << ": hash " << r.param_hash << " loss " << r.loss
-            << " val " << r.val_loss << "\n";
+  LogLine() << "round " << cmd.round() << " epoch " << cmd.epoch() << ": hash " << r.param_hash << " loss " << r.loss
+            << " val " << r.val_loss;
   channel_->Send(std::move(msg));
 }
 
@@ -456,7 +455,7 @@ Result<std::string> Session::MaybeCheckpoint(const v1::RoundCommand& cmd, const 
 
 Result<StepEvent> Session::AfterAbort(const std::string& why) {
   if (replica_->in_round()) {
-    std::cerr << "round " << round_ << ": rolled back (" << why << ")\n";
+    LogLine() << "round " << round_ << ": rolled back (" << why << ")";
     replica_->AbandonRound();
   }
   replica_->Rollback();
@@ -470,7 +469,7 @@ Status Session::SyncGradients(std::span<float> grad) {
   if (round_cancelled_.load(std::memory_order_relaxed)) return Status::Ok();  // Step() rolls back
   Status s = replica_->AllReduceGradients(grad);
   if (!s.ok()) {
-    std::cerr << "round " << round_ << ": " << s.ToString() << "\n";
+    LogLine() << "round " << round_ << ": " << s.ToString();
     step_failure_ = s;
   }
   return s;
