@@ -7,8 +7,10 @@
 #include <set>
 #include <thread>
 #include <tuple>
+#include <zmq.hpp>
 
 #include "longhaul/proto/frame.h"
+#include "longhaul/wan_transport/curve.h"
 #include "wan_transport/wan_test_util.h"
 
 using namespace longhaul;
@@ -352,4 +354,48 @@ TEST_CASE("with admit_group_peers a listener admits the keys of the groups it jo
   }
   CHECK(eps[1]->rejected_connections() >= 1);
   CHECK((*second)->Recv(0, 6, DeadlineAfter(200ms)).status().code() == StatusCode::kDeadlineExceeded);
+}
+
+TEST_CASE("a peer that stops reading holds up the sends to it, not those to the other peers") {
+  // Rank 1 is a CURVE listener that never reads: once its queue, the socket
+  // buffers and the sender's queue for it are full (about 8 MiB here), sends to
+  // it wait. Rank 2 must still get everything rank 0 sends it, though the two
+  // transfers go out chunk by chunk in turn and rank 2's is still going then.
+  const std::vector<CurveKeyPair> keys = {Keys(), Keys(), Keys()};
+  zmq::context_t ctx;
+  zmq::socket_t stuck(ctx, zmq::socket_type::router);
+  stuck.set(zmq::sockopt::linger, 0);
+  stuck.set(zmq::sockopt::rcvhwm, 1);
+  stuck.set(zmq::sockopt::rcvbuf, 4096);
+  MakeCurveServer(stuck, keys[1]);
+  stuck.bind("tcp://127.0.0.1:*");
+  WanOptions o;
+  o.job_id = "job";
+  o.chunk_bytes = 64 << 10;
+  o.connections_per_peer = 1;
+  o.allowlist = Allowlist::Of({keys[0].public_key, keys[2].public_key});
+  std::vector<std::unique_ptr<WanEndpoint>> eps;
+  for (int i : {0, 2}) {
+    o.keys = keys[i];
+    auto ep = WanEndpoint::Bind("127.0.0.1:0", o);
+    REQUIRE(ep.ok());
+    eps.push_back(std::move(*ep));
+  }
+  auto spec = [&](int rank) {
+    return GroupSpec{"job", 1, 1, rank,
+                     {{eps[0]->endpoint(), keys[0].public_key},
+                      {stuck.get(zmq::sockopt::last_endpoint), keys[1].public_key},
+                      {eps[1]->endpoint(), keys[2].public_key}}};
+  };
+  auto sender = eps[0]->Join(spec(0));
+  auto receiver = eps[1]->Join(spec(2));
+  REQUIRE(sender.ok());
+  REQUIRE(receiver.ok());
+  const auto deadline = DeadlineAfter(20s);
+  constexpr size_t kBytes = size_t{24} << 20;  // 384 chunks each
+  REQUIRE((*sender)->Send(1, 0, Bytes(kBytes, 1), deadline).ok());  // queued: Send does not wait for delivery
+  REQUIRE((*sender)->Send(2, 0, Bytes(kBytes, 2), deadline).ok());
+  auto got = (*receiver)->Recv(0, 0, deadline);
+  REQUIRE(got.ok());
+  CHECK(*got == Bytes(kBytes, 2));
 }

@@ -162,7 +162,9 @@ class WanEndpoint::Impl final : public GroupTransport {
   void HandleControl(const v1::ChunkControl& c, const std::string& peer);
   void SendControl(const zmq::message_t& id, v1::ChunkControl c);
   PeerConn& Conn(const OutTransfer& t);
-  // Sends what pacing and socket buffers allow; returns ms until pacing allows more (0 = now).
+  // Sends what pacing and socket buffers allow, passing over transfers whose
+  // peer's connections are all full; returns ms until pacing allows more or a
+  // full peer is worth trying again (0 = now, -1 = nothing left to send).
   int PumpSends();
   bool SendChunk(OutTransfer& t, uint32_t index);
   void Drop(const std::string& reason, const std::string& detail);

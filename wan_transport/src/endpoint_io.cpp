@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "endpoint_impl.h"
@@ -12,11 +14,16 @@ namespace longhaul::wan_transport {
 
 namespace {
 
-// Messages (chunks, 1 MiB by default) one connection may queue inside ZeroMQ
-// ahead of the I/O thread. Beyond it ZeroMQ stops reading that connection and
-// TCP pushes back on its sender, instead of holding whatever arrives faster
-// than the I/O thread checks and copies it in freshly faulted heap.
-constexpr int kReceiveQueueChunks = 16;
+// What one connection may queue inside ZeroMQ ahead of the I/O thread: 16
+// chunks of the default 1 MiB (at least 2 chunks). Beyond it ZeroMQ stops
+// reading that connection and TCP pushes back on its sender, instead of holding
+// whatever arrives faster than the I/O thread checks and copies it in freshly
+// faulted heap.
+constexpr size_t kReceiveQueueBytes = size_t{16} << 20;
+
+int ReceiveQueueChunks(size_t chunk_bytes) {
+  return static_cast<int>(std::clamp<size_t>(kReceiveQueueBytes / chunk_bytes, 2, 4096));
+}
 
 int IoThreads(const WanOptions& o) {
   if (o.io_threads > 0) return std::min(o.io_threads, 64);  // ZMQ_AFFINITY is a 64-bit mask
@@ -64,7 +71,7 @@ Status WanEndpoint::Impl::Start(const std::string& bind_address) {
     router_.set(zmq::sockopt::linger, 0);
     // Oversized frames make libzmq drop the connection before we ever see them.
     router_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(std::max(opt_.chunk_bytes, size_t{16} << 20) + (64 << 10)));
-    router_.set(zmq::sockopt::rcvhwm, kReceiveQueueChunks);
+    router_.set(zmq::sockopt::rcvhwm, ReceiveQueueChunks(opt_.chunk_bytes));
     if (opt_.encryption) MakeCurveServer(router_, opt_.keys);
     // A held handshake (admit_group_peers) must outlast its admission wait.
     if (opt_.admit_group_peers) {
@@ -172,7 +179,10 @@ int WanEndpoint::Impl::PumpSends() {
     }
   }
   double rate = opt_.pacing_bytes_per_second;
-  for (int budget = 256; budget > 0 && !active_.empty(); --budget) {
+  // A peer whose connections are full waits; transfers to the other peers go on.
+  std::set<std::string> full;
+  size_t passed = 0;  // transfers put back in a row because their peer is full
+  for (int budget = 256; budget > 0 && passed < active_.size(); --budget) {
     if (rate > 0) {
       auto now = std::chrono::steady_clock::now();
       double burst = std::max(static_cast<double>(opt_.chunk_bytes), rate * 0.01);
@@ -186,15 +196,19 @@ int WanEndpoint::Impl::PumpSends() {
     bool has_resend = !t->resend.empty();
     if (!has_resend && t->next_chunk >= t->chunks.size()) continue;  // all sent; waits for ack
     uint32_t index = has_resend ? t->resend.front() : static_cast<uint32_t>(t->next_chunk);
-    if (!SendChunk(*t, index)) {
-      active_.push_front(t);
-      return 1;  // socket buffers full: poll briefly
+    if (full.count(t->peer_endpoint) > 0 || !SendChunk(*t, index)) {
+      full.insert(t->peer_endpoint);
+      active_.push_back(t);
+      ++passed;
+      continue;
     }
+    passed = 0;
     if (has_resend) t->resend.pop_front();
     else ++t->next_chunk;
     active_.push_back(t);  // round-robin among transfers
   }
-  return active_.empty() ? -1 : 0;
+  if (active_.empty()) return -1;
+  return passed >= active_.size() ? 1 : 0;  // every transfer waits on a full peer: poll briefly
 }
 
 namespace {

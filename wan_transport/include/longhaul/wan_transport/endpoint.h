@@ -15,6 +15,9 @@
 // then the transfer fails with kDataLoss), and a malformed frame with nothing.
 // Unacked bytes count as in flight: Send blocks (up to its deadline) while more
 // than max_inflight_bytes are unacknowledged. Pacing is a token bucket per endpoint.
+// Transfers go out a chunk at a time in turn; one whose peer's connections are
+// full waits while the others go on. A receiving connection queues at most 16 MiB
+// of chunks inside ZeroMQ ahead of the I/O thread; beyond that TCP pushes back.
 #pragma once
 
 #include <cstdint>
