@@ -77,6 +77,12 @@ Status SendEncoded(CollectiveLink& link, int peer, Phase phase, Part part, const
   return SendFramed(link, peer, phase, part, std::move(bytes), deadline, bytes_sent);
 }
 
+Frame EncodeFrame(CollectiveLink& link, Phase phase, Part part, const Compressor& codec, std::span<const float> values) {
+  Frame frame(&link, Framed(link, phase, part, codec.EncodedBytes(values.size())));
+  codec.EncodeTo(values, std::span<std::byte>(frame.bytes).subspan(kHeaderBytes));
+  return frame;
+}
+
 Result<Frame> RecvFrame(CollectiveLink& link, int peer, Phase phase, Part part, size_t payload_bytes,
                         Deadline deadline) {
   std::string where =

@@ -30,7 +30,8 @@ struct Part {
 
 const char* PhaseName(Phase phase);
 
-// A received frame; its buffer goes back to the link (Recycle) when it dies.
+// A frame in a link buffer (received, or encoded to keep); the buffer goes back
+// to the link (Recycle) when it dies.
 struct Frame {
   Frame(CollectiveLink* link, std::vector<std::byte>&& b) : bytes(std::move(b)), link_(link) {}
   Frame(Frame&& o) noexcept : bytes(std::move(o.bytes)), link_(std::exchange(o.link_, nullptr)) {}
@@ -53,6 +54,9 @@ Status SendFrame(CollectiveLink& link, int peer, Phase phase, Part part, std::sp
 // buffer (no scratch, no copy); adds the bytes sent to *bytes_sent.
 Status SendEncoded(CollectiveLink& link, int peer, Phase phase, Part part, const Compressor& codec,
                    std::span<const float> values, Deadline deadline, uint64_t* bytes_sent);
+// Header + codec.EncodeTo(values) in a link buffer, kept rather than sent: a
+// pooled buffer, so that a round's own encoded chunk takes no fresh memory.
+Frame EncodeFrame(CollectiveLink& link, Phase phase, Part part, const Compressor& codec, std::span<const float> values);
 // Receives the next frame of `phase` from `peer` and checks it is `part` with a
 // payload of `payload_bytes`; errors name the peer rank.
 Result<Frame> RecvFrame(CollectiveLink& link, int peer, Phase phase, Part part, size_t payload_bytes,

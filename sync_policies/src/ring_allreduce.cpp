@@ -55,7 +55,8 @@ Status RingAllReduceMean(CollectiveLink& link, std::span<float> data, const Comp
   // The owner turns the sum into the mean and encodes it once; every participant,
   // the owner included, ends with exactly these bytes decoded.
   const ChunkPieces own = chunk(rank + 1);
-  std::vector<std::vector<std::byte>> own_encoded(own.count());
+  std::vector<wire::Frame> own_encoded;  // in link buffers, pooled like every message's
+  own_encoded.reserve(own.count());
   const float divisor = static_cast<float>(world);
   for (int s = 0; s < world - 1; ++s) {
     const ChunkPieces in = chunk(rank - s - 1);
@@ -74,10 +75,10 @@ Status RingAllReduceMean(CollectiveLink& link, std::span<float> data, const Comp
         continue;
       }
       for (float& x : acc) x = x / divisor;
-      codec.Encode(acc, own_encoded[p]);
+      own_encoded.push_back(wire::EncodeFrame(link, wire::Phase::kAllGather, own.part(p), codec, acc));
       // All-gather step 0 sends our own chunk: start it piece by piece right away.
-      LONGHAUL_RETURN_IF_ERROR(
-          wire::SendFrame(link, right, wire::Phase::kAllGather, own.part(p), own_encoded[p], deadline, bytes_sent));
+      LONGHAUL_RETURN_IF_ERROR(wire::SendFrame(link, right, wire::Phase::kAllGather, own.part(p),
+                                               own_encoded.back().payload(), deadline, bytes_sent));
     }
   }
 
@@ -105,7 +106,7 @@ Status RingAllReduceMean(CollectiveLink& link, std::span<float> data, const Comp
     const ChunkPieces out = chunk(c);
     const bool is_own = c == (rank + 1) % world;
     for (uint32_t p = 0; p < out.count(); ++p) {
-      std::span<const std::byte> bytes = is_own ? std::span<const std::byte>(own_encoded[p]) : gathered[c][p].payload();
+      std::span<const std::byte> bytes = is_own ? own_encoded[p].payload() : gathered[c][p].payload();
       Status s_decode = codec.Decode(bytes, out.piece(p));
       if (!s_decode.ok())
         return Internal("all-gather: decoding chunk " + std::to_string(c) + ": " + s_decode.ToString());

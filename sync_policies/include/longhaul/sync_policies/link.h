@@ -37,8 +37,9 @@ class CollectiveLink {
 
   // Buffer recycling, for links that pay for fresh memory (page faults) per
   // message: Buffer(n) hands out n bytes to fill and pass to SendOwned, which
-  // takes it without a copy; Recycle takes back a buffer Recv returned once the
-  // caller is done with it. The defaults allocate, copy and free.
+  // takes it without a copy; Recycle takes back a buffer Recv returned, or one
+  // Buffer handed out and the caller kept, once the caller is done with it. The
+  // defaults allocate, copy and free.
   virtual std::vector<std::byte> Buffer(size_t n) { return std::vector<std::byte>(n); }
   virtual Status SendOwned(int peer, uint32_t tag, std::vector<std::byte>&& data, Deadline deadline) {
     return Send(peer, tag, data, deadline);
