@@ -10,6 +10,11 @@
 // crosses one emulated WAN link. Connections are warmed up (CURVE handshakes)
 // by a small all-reduce before timing; each timed round joins a fresh group, as
 // the worker does per outer round. Target: measured / bound <= 1.2.
+//
+// --cpu-only prints CPU-seconds per GB of payload over direct links next to a
+// floor measured in the same run (bench/support/cpu_floor.h); with --replica
+// each of those rounds is the worker's whole outer round (RegionReplica), so
+// its model-sized work (snapshot, outer step, hash) shows in CPU and page faults.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -27,10 +32,12 @@
 #include "longhaul/wan_transport/curve.h"
 #include "longhaul/wan_transport/endpoint.h"
 #include "longhaul/wan_transport/link_emulator.h"
+#include "longhaul/worker/region_replica.h"
 
 using namespace longhaul;
 namespace wt = longhaul::wan_transport;
 namespace sp = longhaul::sync_policies;
+namespace lw = longhaul::worker;
 
 namespace {
 
@@ -130,6 +137,84 @@ Result<RoundResult> Round(Cluster& c, size_t floats, const sp::CompressionOption
   return result;
 }
 
+// One region of the --replica rows: the worker's RegionReplica over `params`.
+struct Region {
+  std::vector<float> params;
+  std::unique_ptr<trainer::IntraRegionGroup> group = trainer::MakeSingleRankGroup();
+  std::unique_ptr<lw::RegionReplica> replica;
+};
+
+Result<std::vector<std::unique_ptr<Region>>> MakeRegions(int m, size_t floats, const sp::CompressionOptions& codec) {
+  std::vector<std::unique_ptr<Region>> regions;
+  for (int r = 0; r < m; ++r) {
+    auto g = std::make_unique<Region>();
+    g->params.resize(floats);
+    for (size_t i = 0; i < floats; ++i) g->params[i] = static_cast<float>((i * 2654435761u) % 2001) * 1e-3f - 1.0f;
+    lw::ReplicaOptions o;
+    o.region = std::to_string(r);
+    o.region.insert(0, 1, 'r');
+    o.schedule.kind = sp::SyncKind::kDiLoCo;
+    o.schedule.inner_steps = 1;
+    o.compression = codec;
+    LONGHAUL_ASSIGN_OR_RETURN(g->replica, lw::RegionReplica::Create(o, g->params, *g->group));
+    regions.push_back(std::move(g));
+  }
+  return regions;
+}
+
+// The worker's whole outer round in every region at once: BeginRound (the
+// snapshot a rollback returns to), one inner "step" that moves every 64th
+// parameter (so the pseudo-gradient is model-sized and not zero), the exchange
+// (pseudo-gradient, its guard, the all-reduce, the outer step), EndRound and
+// Commit, as the worker runs it on the orchestrator's START and COMMIT.
+Result<RoundResult> ReplicaRound(Cluster& c, std::vector<std::unique_ptr<Region>>& regions,
+                                 std::chrono::seconds timeout) {
+  const int m = static_cast<int>(c.endpoints.size());
+  const uint32_t round = c.next_round++;
+  std::vector<std::unique_ptr<sp::CollectiveLink>> links;
+  for (int r = 0; r < m; ++r) {
+    LONGHAUL_ASSIGN_OR_RETURN(auto l, c.endpoints[r]->Join({"bench_wan_round", round, 1, r, c.peers}));
+    links.push_back(std::move(l));
+  }
+  std::vector<Result<lw::RoundResult>> results(m, Internal("not run"));
+  const bench::ProcessUsage before = bench::UsageNow();
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < m; ++r) {
+    threads.emplace_back([&, r] {
+      Region& g = *regions[r];
+      Status s = g.replica->BeginRound({.round = round, .epoch = 1}, links[r].get());
+      if (!s.ok()) {
+        results[r] = s;
+        return;
+      }
+      for (size_t i = static_cast<size_t>(r); i < g.params.size(); i += 64) g.params[i] += 1e-3f;
+      auto more = g.replica->AfterInnerStep(1.0f, 0, 0.0);
+      if (!more.ok()) {
+        results[r] = more.status();
+        return;
+      }
+      results[r] = g.replica->EndRound();
+      if (results[r].ok()) g.replica->Commit();
+    });
+  }
+  for (auto& t : threads) t.join();
+  RoundResult result;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const bench::ProcessUsage used = bench::UsageNow() - before;
+  result.cpu_seconds = used.cpu_seconds;
+  result.page_faults = used.page_faults;
+  for (int r = 0; r < m; ++r) {
+    if (!results[r].ok()) return Status(results[r].status().code(), "region " + std::to_string(r) + ": " + results[r].status().ToString());
+    if (r == 0) result.bytes_sent = results[r]->wan_bytes_sent;
+    result.all_bytes_sent += results[r]->wan_bytes_sent;
+    if (results[r]->param_hash != results[0]->param_hash)
+      return Internal("regions 0 and " + std::to_string(r) + " committed different parameters");
+  }
+  for (auto& ep : c.endpoints) LONGHAUL_RETURN_IF_ERROR(ep->Flush(DeadlineAfter(timeout)));
+  return result;
+}
+
 template <typename T>
 Result<std::vector<T>> ParseList(const std::string& text, const char* what) {
   std::vector<T> out;
@@ -152,12 +237,15 @@ Result<std::vector<T>> ParseList(const std::string& text, const char* what) {
 // CPU-seconds per GB of payload for whole rounds over direct loopback links
 // (no emulator, unpaced): encode, encrypt, send, receive, decrypt, reassemble
 // and decode-accumulate of every region, next to the floor measured now on
-// messages of the transport's chunk size. Returns the worst CURVE ratio, or -1
-// when a round failed.
+// messages of the transport's chunk size. With `replica`, each round is the
+// worker's whole outer round (ReplicaRound) rather than the all-reduce alone.
+// Returns the worst CURVE ratio, or -1 when a round failed.
 double CpuPerByte(int m, const std::vector<double>& sizes_mb, const sp::CompressionOptions& codec,
-                  const sp::Compressor& compressor, int reps) {
+                  const sp::Compressor& compressor, int reps, bool replica) {
   const size_t chunk = wt::WanOptions{}.chunk_bytes;
-  std::printf("\nCPU per GB of payload: direct loopback links (no linkem, unpaced), whole process (%d regions)\n", m);
+  std::printf("\nCPU per GB of payload: direct loopback links (no linkem, unpaced), whole process (%d regions)%s\n", m,
+              replica ? ", whole outer rounds (RegionReplica: snapshot, pseudo-gradient, all-reduce, outer step, commit)"
+                      : "");
   std::printf("floor = crypto_box_easy_afternm + open (CURVE only) + one memcpy per side, per payload byte, measured now\n");
   std::printf("%8s %6s %12s %10s %8s %9s %10s %8s %8s\n", "model_MB", "curve", "payload_MB", "round_s", "cpu_s",
               "cpu_s/GB", "floor_s/GB", "x_floor", "faults");
@@ -172,10 +260,20 @@ double CpuPerByte(int m, const std::vector<double>& sizes_mb, const sp::Compress
     }
     for (double mb : sizes_mb) {
       const size_t floats = static_cast<size_t>(mb * 1e6 / 4);
+      std::vector<std::unique_ptr<Region>> regions;
+      if (replica) {
+        auto made = MakeRegions(m, floats, codec);
+        if (!made.ok()) {
+          std::fprintf(stderr, "regions: %s\n", made.status().ToString().c_str());
+          return -1;
+        }
+        regions = std::move(*made);
+      }
       // A warm-up round of this size first: buffers pooled, connections set up.
       RoundResult best{0, 1e300, 0, 0, 0};
       for (int i = 0; i <= reps; ++i) {
-        auto r = Round(*cluster, floats, codec, std::chrono::seconds(300));
+        auto r = replica ? ReplicaRound(*cluster, regions, std::chrono::seconds(300))
+                         : Round(*cluster, floats, codec, std::chrono::seconds(300));
         if (!r.ok()) {
           std::fprintf(stderr, "model %.0f MB, direct: %s\n", mb, r.status().ToString().c_str());
           return -1;
@@ -199,7 +297,7 @@ int main(int argc, char** argv) {
   CLI::App app{"bench_wan_round - one outer round over emulated WAN links next to its lower bound"};
   int regions = 3, reps = 2;
   std::string sizes_mb = "1,16,64,256", rates_mbit = "100,1000", rtts_ms = "20,80", codec_name = "int8";
-  bool with_1gb = false, cpu_only = false;
+  bool with_1gb = false, cpu_only = false, replica = false;
   std::string cpu_sizes_mb = "64,256";
   app.add_option("--regions", regions, "number of regions M (2..8)")->check(CLI::Range(2, 8));
   app.add_option("--sizes-mb", sizes_mb, "model sizes in MB of fp32 parameters, comma-separated");
@@ -210,6 +308,8 @@ int main(int argc, char** argv) {
   app.add_option("--reps", reps, "timed rounds per configuration (the minimum is reported)")->check(CLI::Range(1, 20));
   app.add_option("--cpu-sizes-mb", cpu_sizes_mb, "model sizes of the CPU-per-byte rows (direct links)");
   app.add_flag("--cpu-only", cpu_only, "only the CPU-per-byte rows");
+  app.add_flag("--replica", replica,
+               "CPU-per-byte rows of the worker's whole outer round (RegionReplica), not the all-reduce alone");
   CLI11_PARSE(app, argc, argv);
 
   auto sizes = ParseList<double>(sizes_mb, "sizes-mb");
@@ -238,8 +338,13 @@ int main(int argc, char** argv) {
   }
   const int m = regions;
   if (cpu_only) {
-    const double worst_cpu = CpuPerByte(m, *cpu_sizes, copt, **compressor, reps);
-    std::printf("worst CURVE cpu/floor %.2f (target <= 1.50)\n", worst_cpu);
+    const double worst_cpu = CpuPerByte(m, *cpu_sizes, copt, **compressor, reps, replica);
+    if (replica) {  // the floor counts the payload's crypto and copies only, not the round's model-sized passes
+      std::printf("worst CURVE cpu/floor %.2f (whole rounds: snapshot, outer step and hash are not in the floor)\n",
+                  worst_cpu);
+    } else {
+      std::printf("worst CURVE cpu/floor %.2f (target <= 1.50)\n", worst_cpu);
+    }
     return worst_cpu < 0 ? 1 : 0;
   }
   std::printf("M=%d regions, codec %s, %d timed round(s) per row (min reported), CURVE on\n", m, codec_name.c_str(), reps);
@@ -294,7 +399,7 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("worst ratio %.2f (target <= 1.20)%s\n", worst, failures ? ", some rows FAILED" : "");
-  const double worst_cpu = CpuPerByte(m, *cpu_sizes, copt, **compressor, reps);
+  const double worst_cpu = CpuPerByte(m, *cpu_sizes, copt, **compressor, reps, replica);
   std::printf("worst CURVE cpu/floor %.2f (target <= 1.50)\n", worst_cpu);
   return failures == 0 && worst_cpu >= 0 ? 0 : 1;
 }

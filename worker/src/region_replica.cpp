@@ -144,13 +144,12 @@ RegionReplica::RegionReplica(ReplicaOptions options, std::span<float> local, tra
       layout_(local.size(), schedule_->fragments(), group.size(), group.rank()),
       theta_(local.begin(), local.end()) {}
 
-RegionReplica::Saved RegionReplica::Snapshot() {
-  Saved s;
-  s.theta = theta_;
+void RegionReplica::Snapshot(Saved& s) {
+  s.theta.assign(theta_.begin(), theta_.end());
   s.local.assign(local_.begin(), local_.end());
-  for (auto& o : outer_) s.outer.emplace_back(o->state().begin(), o->state().end());
+  s.outer.resize(outer_.size());
+  for (size_t f = 0; f < outer_.size(); ++f) s.outer[f].assign(outer_[f]->state().begin(), outer_[f]->state().end());
   if (inner_ != nullptr) inner_->Save();
-  return s;
 }
 
 void RegionReplica::Restore(const Saved& s) {
@@ -199,6 +198,7 @@ Status RegionReplica::MirrorFailure() { return std::exchange(mirror_failure_, St
 
 void RegionReplica::Commit() {
   if (!pending_) return;
+  Release(std::move(*pending_));
   pending_.reset();
   committed_round_ = pending_round_;
   last_round_steps_ = pending_round_steps_;
@@ -207,6 +207,7 @@ void RegionReplica::Commit() {
 void RegionReplica::Rollback() {
   if (!pending_) return;
   Restore(*pending_);
+  Release(std::move(*pending_));
   pending_.reset();
 }
 
@@ -226,7 +227,7 @@ Status RegionReplica::Bootstrap(const RoundInputs& in, sync_policies::Collective
       LONGHAUL_RETURN_IF_ERROR(sync_policies::Broadcast(link, in.bootstrap_rank, state, deadline).WithContext("bootstrap outer state"));
     }
     if (in.this_region_joining) {
-      LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, f, piece, theta_));
+      LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, f, piece, theta_, gather_scratch_));
       if (!state.empty()) LONGHAUL_RETURN_IF_ERROR(outer_[f]->LoadState(state));
     }
   }
@@ -265,7 +266,7 @@ Status RegionReplica::BootstrapInnerState(const RoundInputs& in, sync_policies::
                              state.begin() + static_cast<std::ptrdiff_t>(p.end));
     LONGHAUL_RETURN_IF_ERROR(
         sync_policies::Broadcast(link, in.bootstrap_rank, piece, deadline).WithContext("bootstrap inner optimizer state"));
-    if (in.this_region_joining) LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, 0, piece, state));
+    if (in.this_region_joining) LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, 0, piece, state, gather_scratch_));
   }
   return Status::Ok();
 }
@@ -282,8 +283,8 @@ Status RegionReplica::AllReduceGradients(std::span<float> grad) {
   // Buffers are not trained: whatever the caller left there is no gradient.
   std::fill(grad.begin() + static_cast<std::ptrdiff_t>(buffers_begin()), grad.end(), 0.0f);
   const ShardPiece p = layout_.Piece(0);
-  std::vector<float> piece(grad.begin() + static_cast<std::ptrdiff_t>(p.begin),
-                           grad.begin() + static_cast<std::ptrdiff_t>(p.end));
+  std::vector<float>& piece = piece_;
+  piece.assign(grad.begin() + static_cast<std::ptrdiff_t>(p.begin), grad.begin() + static_cast<std::ptrdiff_t>(p.end));
   // A non-finite gradient would poison every region's replica: refused before the WAN.
   const size_t bad = sync_policies::FirstNonFinite(piece);
   LONGHAUL_ASSIGN_OR_RETURN(bool all_finite, AllRanksOk(group_, bad == piece.size()));
@@ -294,7 +295,7 @@ Status RegionReplica::AllReduceGradients(std::span<float> grad) {
   if (!all_finite) return Aborted("another worker of region " + options_.region + " has a non-finite gradient");
   LONGHAUL_RETURN_IF_ERROR(MeanAcrossRegions(r, piece, r.compression, DeadlineAfter(options_.collective_timeout),
                                              "gradient all-reduce at inner step " + std::to_string(step), &feedback_[0]));
-  LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, 0, piece, grad));
+  LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, 0, piece, grad, gather_scratch_));
   r.gradients_averaged = true;
   return Status::Ok();
 }
@@ -305,6 +306,7 @@ Status RegionReplica::StartFragmentSync(uint32_t f, sync_policies::CollectiveLin
   const ShardPiece p = layout_.Piece(f);
   InFlight flight;
   flight.fragment = f;
+  flight.delta = std::move(delta_spare_);  // the last fragment's buffer: no fresh memory
   flight.delta.resize(p.size());
   for (size_t i = 0; i < flight.delta.size(); ++i) flight.delta[i] = theta_[p.begin + i] - local_[p.begin + i];
   // Buffers take no outer step: a zero pseudo-gradient leaves theta's exactly
@@ -365,10 +367,11 @@ Status RegionReplica::FinishFragmentSync(RoundResult& result, double alpha) {
   if (!all_reduced) return Aborted("another worker of region " + options_.region + " failed its cross-region all-reduce");
 
   const ShardPiece p = layout_.Piece(f);
-  std::vector<float> piece(theta_.begin() + static_cast<std::ptrdiff_t>(p.begin),
-                           theta_.begin() + static_cast<std::ptrdiff_t>(p.end));
+  std::vector<float>& piece = piece_;
+  piece.assign(theta_.begin() + static_cast<std::ptrdiff_t>(p.begin), theta_.begin() + static_cast<std::ptrdiff_t>(p.end));
   LONGHAUL_RETURN_IF_ERROR(outer_[f]->TryStep(piece, flight.delta, round_ ? round_->inputs.round : 0));
-  LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, f, piece, theta_));
+  delta_spare_ = std::move(flight.delta);
+  LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, f, piece, theta_, gather_scratch_));
   // The local buffers keep training's running values until the round's end.
   const size_t end = std::min(p.fragment_end, buffers_begin());
   if (p.fragment_begin >= end) return Status::Ok();
@@ -429,11 +432,12 @@ Status RegionReplica::AverageInnerMoments(Round& r) {
     // over its ring, the region all-gathers the means.
     for (uint32_t f = 0; f < layout_.fragments(); ++f) {
       const ShardPiece p = layout_.Piece(f);
-      std::vector<float> piece(state[b].begin() + static_cast<std::ptrdiff_t>(p.begin),
-                               state[b].begin() + static_cast<std::ptrdiff_t>(p.end));
+      std::vector<float>& piece = piece_;
+      piece.assign(state[b].begin() + static_cast<std::ptrdiff_t>(p.begin),
+                   state[b].begin() + static_cast<std::ptrdiff_t>(p.end));
       LONGHAUL_RETURN_IF_ERROR(MeanAcrossRegions(r, piece, {.codec = sync_policies::Codec::kBf16}, deadline,
                                                  std::string("mean of the inner ") + name));
-      LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, f, piece, state[b]));
+      LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, f, piece, state[b], gather_scratch_));
     }
   }
   inner_->SharedStateWritten();
@@ -477,15 +481,20 @@ Status RegionReplica::BeginRound(const RoundInputs& in, sync_policies::Collectiv
   r.budget = in.compute_budget_seconds;
   r.compression = compression;
   r.link = link;
-  r.before = Snapshot();
-  LONGHAUL_RETURN_IF_ERROR(InnerFailure("saving the inner optimizer state"));
+  r.before = std::move(spare_);
+  Snapshot(r.before);
+  if (Status s = InnerFailure("saving the inner optimizer state"); !s.ok()) {
+    Release(std::move(r.before));
+    return s;
+  }
   if (in.any_joining && link != nullptr) {
     Status s = Bootstrap(in, *link);
     if (!s.ok()) {
       Restore(r.before);
+      Release(std::move(r.before));
       return s;
     }
-    if (in.this_region_joining) r.before = Snapshot();  // the bootstrapped state is theta(t-1)
+    if (in.this_region_joining) Snapshot(r.before);  // the bootstrapped state is theta(t-1)
   }
   if (restored_) {
     // Restored from a checkpoint: like a joining region, the trainer goes on
@@ -561,6 +570,7 @@ void RegionReplica::AbandonRound() {
   if (!round_) return;
   DrainInFlight();
   Restore(round_->before);
+  Release(std::move(round_->before));
   round_.reset();
 }
 

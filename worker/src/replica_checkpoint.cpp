@@ -50,7 +50,7 @@ Status RegionReplica::LoadState(std::span<const float> theta, std::span<const fl
   std::copy(theta.begin(), theta.end(), theta_.begin());
   std::copy(theta.begin(), theta.end(), local_.begin());
   LONGHAUL_RETURN_IF_ERROR(LocalToDevice());
-  if (round_) round_->before = Snapshot();
+  if (round_) Snapshot(round_->before);
   return Status::Ok();
 }
 
@@ -61,7 +61,7 @@ Status RegionReplica::WriteCheckpoint(const std::filesystem::path& path, std::ma
   if (has_state) {
     state.assign(theta_.size(), 0.0f);
     for (uint32_t f = 0; f < layout_.fragments(); ++f) {
-      LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, f, outer_[f]->state(), state));
+      LONGHAUL_RETURN_IF_ERROR(GatherFragment(group_, layout_, f, outer_[f]->state(), state, gather_scratch_));
     }
   }
   if (group_.rank() != 0) return Status::Ok();
@@ -111,6 +111,7 @@ Result<uint32_t> RegionReplica::RestoreCheckpoint(const std::filesystem::path& p
   theta_ = std::move(theta);
   std::copy(theta_.begin(), theta_.end(), local_.begin());
   LONGHAUL_RETURN_IF_ERROR(LocalToDevice());
+  if (pending_) Release(std::move(*pending_));
   pending_.reset();
   committed_round_ = round;
   restored_ = true;  // the trainer's step follows the job's at the first round (BeginRound)

@@ -23,7 +23,7 @@ ShardPiece ShardLayout::PieceOf(uint32_t fragment, int rank) const {
 }
 
 Status GatherFragment(trainer::IntraRegionGroup& group, const ShardLayout& layout, uint32_t fragment,
-                      std::span<const float> mine, std::span<float> full) {
+                      std::span<const float> mine, std::span<float> full, std::vector<float>& scratch) {
   const ShardPiece me = layout.Piece(fragment);
   if (mine.size() != me.size() || full.size() != layout.num_params()) {
     return InvalidArgument("GatherFragment: piece of " + std::to_string(mine.size()) + " floats, expected " +
@@ -34,9 +34,12 @@ Status GatherFragment(trainer::IntraRegionGroup& group, const ShardLayout& layou
     return Status::Ok();
   }
   // AllGather needs equal contributions: pad every piece to the largest one.
-  std::vector<float> slot(me.padded, 0.0f);
+  // scratch = [this worker's padded piece | every worker's].
+  scratch.resize(me.padded * (static_cast<size_t>(layout.workers()) + 1));
+  std::span<float> slot = std::span<float>(scratch).first(me.padded);
+  std::span<float> all = std::span<float>(scratch).subspan(me.padded);
   std::copy(mine.begin(), mine.end(), slot.begin());
-  std::vector<float> all(me.padded * static_cast<size_t>(layout.workers()));
+  std::fill(slot.begin() + static_cast<std::ptrdiff_t>(mine.size()), slot.end(), 0.0f);
   LONGHAUL_RETURN_IF_ERROR(group.AllGather(slot, all));
   for (int r = 0; r < layout.workers(); ++r) {
     const ShardPiece p = layout.PieceOf(fragment, r);

@@ -289,7 +289,11 @@ class RegionReplica {
   Status MirrorFailure();
   // The inner state's copy failure (InnerState::TakeFailure), naming `when`.
   Status InnerFailure(const char* when);
-  Saved Snapshot();
+  // Fills `s` with the state a rollback returns to, into its existing buffers
+  // (a released snapshot's, so that a round takes no fresh model-sized memory).
+  void Snapshot(Saved& s);
+  // Keeps a snapshot no longer needed as the next one's buffers.
+  void Release(Saved&& s) { spare_ = std::move(s); }
   void Restore(const Saved& s);
   Status Bootstrap(const RoundInputs& in, sync_policies::CollectiveLink& link);
   // The job-wide inner steps before this round (the trainer of a region that
@@ -348,6 +352,13 @@ class RegionReplica {
   std::optional<InFlight> in_flight_;                // at most one fragment exchange
   std::optional<Round> round_;                       // the round in progress
   std::optional<Saved> pending_;                     // state before the pending round
+  Saved spare_;                                      // a released snapshot's buffers (Release)
+  // Scratch kept across rounds and steps, so that the hot path takes no fresh
+  // model-sized memory: a fragment's piece of theta, gradient or moments; the
+  // intra-region gather's padded pieces; the last pseudo-gradient's buffer.
+  // With spare_ they hold about 2x the model plus the outer state between
+  // rounds (what a round takes anyway; the peak within a round is unchanged).
+  std::vector<float> piece_, gather_scratch_, delta_spare_;
   uint32_t committed_round_ = 0;
   bool restored_ = false;  // RestoreCheckpoint ran; the next BeginRound sets the trainer's step
   uint32_t pending_round_ = 0;

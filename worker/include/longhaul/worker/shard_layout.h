@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "longhaul/common/status.h"
 #include "longhaul/trainer/intra_region.h"
@@ -44,8 +45,10 @@ class ShardLayout {
 
 // Every worker contributes its piece of `fragment` (mine.size() == piece size);
 // `full` (the whole vector) receives every worker's piece of that fragment.
+// `scratch` holds the padded pieces between calls (kept by the caller, so that
+// gathering every round or step takes no fresh memory).
 Status GatherFragment(trainer::IntraRegionGroup& group, const ShardLayout& layout, uint32_t fragment,
-                      std::span<const float> mine, std::span<float> full);
+                      std::span<const float> mine, std::span<float> full, std::vector<float>& scratch);
 
 // True on every rank iff `ok` is true on every rank (one tiny all-reduce), so all
 // workers of a region take the same branch after a step that may fail on some.
