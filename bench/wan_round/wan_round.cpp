@@ -94,16 +94,35 @@ struct RoundResult {
   uint64_t all_bytes_sent = 0;  // payload bytes all regions sent
 };
 
-// One all-reduce of `floats` values per region, all regions in parallel threads.
-Result<RoundResult> Round(Cluster& c, size_t floats, const sp::CompressionOptions& codec,
-                                          std::chrono::seconds timeout) {
-  int m = static_cast<int>(c.endpoints.size());
-  uint32_t round = c.next_round++;
+// Joins every region to a fresh group (one outer round, as the worker does) and
+// runs run_region(r, round, link) for all regions in parallel threads; returns
+// the wall time and the whole process's CPU and page faults meanwhile.
+template <typename RunRegion>
+Result<RoundResult> TimedRound(Cluster& c, RunRegion run_region) {
+  const int m = static_cast<int>(c.endpoints.size());
+  const uint32_t round = c.next_round++;
   std::vector<std::unique_ptr<sp::CollectiveLink>> links;
   for (int r = 0; r < m; ++r) {
     LONGHAUL_ASSIGN_OR_RETURN(auto l, c.endpoints[r]->Join({"bench_wan_round", round, 1, r, c.peers}));
     links.push_back(std::move(l));
   }
+  const bench::ProcessUsage before = bench::UsageNow();
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < m; ++r) threads.emplace_back([&, r] { run_region(r, round, *links[r]); });
+  for (auto& t : threads) t.join();
+  RoundResult result;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const bench::ProcessUsage used = bench::UsageNow() - before;
+  result.cpu_seconds = used.cpu_seconds;
+  result.page_faults = used.page_faults;
+  return result;
+}
+
+// One all-reduce of `floats` values per region, all regions in parallel threads.
+Result<RoundResult> Round(Cluster& c, size_t floats, const sp::CompressionOptions& codec,
+                                          std::chrono::seconds timeout) {
+  const int m = static_cast<int>(c.endpoints.size());
   std::vector<std::vector<float>> data(m);
   for (int r = 0; r < m; ++r) {
     data[r].resize(floats);
@@ -112,18 +131,9 @@ Result<RoundResult> Round(Cluster& c, size_t floats, const sp::CompressionOption
   std::vector<Status> status(m, Status::Ok());
   std::vector<sp::CollectiveStats> stats(m);
   auto deadline = DeadlineAfter(timeout);
-  const bench::ProcessUsage before = bench::UsageNow();
-  auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::thread> threads;
-  for (int r = 0; r < m; ++r) {
-    threads.emplace_back([&, r] { status[r] = sp::AllReduceMean(*links[r], data[r], codec, deadline, &stats[r]); });
-  }
-  for (auto& t : threads) t.join();
-  RoundResult result;
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const bench::ProcessUsage used = bench::UsageNow() - before;
-  result.cpu_seconds = used.cpu_seconds;
-  result.page_faults = used.page_faults;
+  LONGHAUL_ASSIGN_OR_RETURN(RoundResult result, TimedRound(c, [&](int r, uint32_t, sp::CollectiveLink& link) {
+    status[r] = sp::AllReduceMean(link, data[r], codec, deadline, &stats[r]);
+  }));
   result.bytes_sent = stats[0].bytes_sent;
   for (const auto& st : stats) result.all_bytes_sent += st.bytes_sent;
   for (int r = 0; r < m; ++r) {
@@ -170,40 +180,21 @@ Result<std::vector<std::unique_ptr<Region>>> MakeRegions(int m, size_t floats, c
 Result<RoundResult> ReplicaRound(Cluster& c, std::vector<std::unique_ptr<Region>>& regions,
                                  std::chrono::seconds timeout) {
   const int m = static_cast<int>(c.endpoints.size());
-  const uint32_t round = c.next_round++;
-  std::vector<std::unique_ptr<sp::CollectiveLink>> links;
-  for (int r = 0; r < m; ++r) {
-    LONGHAUL_ASSIGN_OR_RETURN(auto l, c.endpoints[r]->Join({"bench_wan_round", round, 1, r, c.peers}));
-    links.push_back(std::move(l));
-  }
   std::vector<Result<lw::RoundResult>> results(m, Internal("not run"));
-  const bench::ProcessUsage before = bench::UsageNow();
-  auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::thread> threads;
-  for (int r = 0; r < m; ++r) {
-    threads.emplace_back([&, r] {
-      Region& g = *regions[r];
-      Status s = g.replica->BeginRound({.round = round, .epoch = 1}, links[r].get());
-      if (!s.ok()) {
-        results[r] = s;
-        return;
-      }
-      for (size_t i = static_cast<size_t>(r); i < g.params.size(); i += 64) g.params[i] += 1e-3f;
-      auto more = g.replica->AfterInnerStep(1.0f, 0, 0.0);
-      if (!more.ok()) {
-        results[r] = more.status();
-        return;
-      }
-      results[r] = g.replica->EndRound();
-      if (results[r].ok()) g.replica->Commit();
-    });
-  }
-  for (auto& t : threads) t.join();
-  RoundResult result;
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const bench::ProcessUsage used = bench::UsageNow() - before;
-  result.cpu_seconds = used.cpu_seconds;
-  result.page_faults = used.page_faults;
+  LONGHAUL_ASSIGN_OR_RETURN(RoundResult result, TimedRound(c, [&](int r, uint32_t round, sp::CollectiveLink& link) {
+    Region& g = *regions[r];
+    if (Status s = g.replica->BeginRound({.round = round, .epoch = 1}, &link); !s.ok()) {
+      results[r] = s;
+      return;
+    }
+    for (size_t i = static_cast<size_t>(r); i < g.params.size(); i += 64) g.params[i] += 1e-3f;
+    if (auto more = g.replica->AfterInnerStep(1.0f, 0, 0.0); !more.ok()) {
+      results[r] = more.status();
+      return;
+    }
+    results[r] = g.replica->EndRound();
+    if (results[r].ok()) g.replica->Commit();
+  }));
   for (int r = 0; r < m; ++r) {
     if (!results[r].ok()) return Status(results[r].status().code(), "region " + std::to_string(r) + ": " + results[r].status().ToString());
     if (r == 0) result.bytes_sent = results[r]->wan_bytes_sent;
