@@ -154,7 +154,8 @@ struct Region {
   std::unique_ptr<lw::RegionReplica> replica;
 };
 
-Result<std::vector<std::unique_ptr<Region>>> MakeRegions(int m, size_t floats, const sp::CompressionOptions& codec) {
+Result<std::vector<std::unique_ptr<Region>>> MakeRegions(int m, size_t floats, const sp::CompressionOptions& codec,
+                                                         std::chrono::seconds timeout) {
   std::vector<std::unique_ptr<Region>> regions;
   for (int r = 0; r < m; ++r) {
     auto g = std::make_unique<Region>();
@@ -166,6 +167,7 @@ Result<std::vector<std::unique_ptr<Region>>> MakeRegions(int m, size_t floats, c
     o.schedule.kind = sp::SyncKind::kDiLoCo;
     o.schedule.inner_steps = 1;
     o.compression = codec;
+    o.collective_timeout = timeout;  // the all-reduce's deadline, as Round's
     LONGHAUL_ASSIGN_OR_RETURN(g->replica, lw::RegionReplica::Create(o, g->params, *g->group));
     regions.push_back(std::move(g));
   }
@@ -253,7 +255,7 @@ double CpuPerByte(int m, const std::vector<double>& sizes_mb, const sp::Compress
       const size_t floats = static_cast<size_t>(mb * 1e6 / 4);
       std::vector<std::unique_ptr<Region>> regions;
       if (replica) {
-        auto made = MakeRegions(m, floats, codec);
+        auto made = MakeRegions(m, floats, codec, std::chrono::seconds(300));
         if (!made.ok()) {
           std::fprintf(stderr, "regions: %s\n", made.status().ToString().c_str());
           return -1;
@@ -298,9 +300,10 @@ int main(int argc, char** argv) {
   app.add_option("--codec", codec_name, "fp32 | bf16 | int8 | int4 | fp4");
   app.add_option("--reps", reps, "timed rounds per configuration (the minimum is reported)")->check(CLI::Range(1, 20));
   app.add_option("--cpu-sizes-mb", cpu_sizes_mb, "model sizes of the CPU-per-byte rows (direct links)");
-  app.add_flag("--cpu-only", cpu_only, "only the CPU-per-byte rows");
+  auto* cpu_only_flag = app.add_flag("--cpu-only", cpu_only, "only the CPU-per-byte rows");
   app.add_flag("--replica", replica,
-               "CPU-per-byte rows of the worker's whole outer round (RegionReplica), not the all-reduce alone");
+               "CPU-per-byte rows of the worker's whole outer round (RegionReplica), not the all-reduce alone")
+      ->needs(cpu_only_flag);
   CLI11_PARSE(app, argc, argv);
 
   auto sizes = ParseList<double>(sizes_mb, "sizes-mb");

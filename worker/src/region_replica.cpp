@@ -447,6 +447,7 @@ Status RegionReplica::AverageInnerMoments(Round& r) {
 void RegionReplica::DrainInFlight() {
   if (!in_flight_) return;
   (void)in_flight_->done.get();  // bounded by its deadline
+  delta_spare_ = std::move(in_flight_->delta);
   in_flight_.reset();
 }
 

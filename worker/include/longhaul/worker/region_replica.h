@@ -356,8 +356,9 @@ class RegionReplica {
   // Scratch kept across rounds and steps, so that the hot path takes no fresh
   // model-sized memory: a fragment's piece of theta, gradient or moments; the
   // intra-region gather's padded pieces; the last pseudo-gradient's buffer.
-  // With spare_ they hold about 2x the model plus the outer state between
-  // rounds (what a round takes anyway; the peak within a round is unchanged).
+  // Held between rounds (what a round takes anyway; its peak is unchanged):
+  // spare_ 2x the model plus the outer state, piece_ and delta_spare_ one
+  // fragment's shard each, gather_scratch_ (W > 1) a fragment x (W+1)/W.
   std::vector<float> piece_, gather_scratch_, delta_spare_;
   uint32_t committed_round_ = 0;
   bool restored_ = false;  // RestoreCheckpoint ran; the next BeginRound sets the trainer's step
