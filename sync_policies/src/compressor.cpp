@@ -22,7 +22,7 @@ Status CheckAddend(std::span<const float> addend, std::span<float> out) {
 
 Status Compressor::DecodeAdd(std::span<const std::byte> in, std::span<const float> addend, std::span<float> out) const {
   LONGHAUL_RETURN_IF_ERROR(CheckAddend(addend, out));
-  thread_local std::vector<float> decoded;  // a ring's pieces are all one size: allocated once per thread
+  thread_local std::vector<float> decoded;  // a ring piece, or a sparse codec's shard: kept per thread
   decoded.resize(out.size());
   LONGHAUL_RETURN_IF_ERROR(Decode(in, decoded));
   for (size_t i = 0; i < out.size(); ++i) out[i] = decoded[i] + addend[i];

@@ -103,3 +103,37 @@ TEST_CASE("Error feedback makes topk2's transmitted sum approach the true sum ov
   CHECK(gap < 0.25 * gap_plain);
   CHECK(residual / n < 8.0);  // bounded: about 4 (unit noise, each entry sent every ~64 rounds)
 }
+
+TEST_CASE("A staged residual takes effect only on Commit, so a failed exchange keeps the one it started from",
+          "[error_feedback]") {
+  auto codec = Compressor::Create({.codec = Codec::kTopK, .topk_fraction = 0.5});
+  REQUIRE(codec.ok());
+  const std::vector<float> first = {1, 2, 3, 4}, second = {5, 0, 0, 1};
+  ErrorFeedback staged, twin;  // twin: the same updates through Compress
+  std::vector<std::byte> bytes, again, twin_bytes;
+  staged.Compress(**codec, first, bytes);
+  twin.Compress(**codec, first, twin_bytes);
+  const std::vector<float> committed(staged.residual().begin(), staged.residual().end());
+
+  staged.Stage(**codec, second, bytes);
+  CHECK(std::vector<float>(staged.residual().begin(), staged.residual().end()) == committed);
+  staged.Stage(**codec, second, again);  // the exchange failed and is retried
+  CHECK(again == bytes);
+  CHECK(std::vector<float>(staged.residual().begin(), staged.residual().end()) == committed);
+
+  staged.Commit();
+  twin.Compress(**codec, second, twin_bytes);
+  CHECK(bytes == twin_bytes);
+  CHECK(std::vector<float>(staged.residual().begin(), staged.residual().end()) ==
+        std::vector<float>(twin.residual().begin(), twin.residual().end()));
+  CHECK(staged.residual()[0] == 0.0f);  // 5 + the kept 1 was among the two largest: sent
+  CHECK(staged.residual()[3] == 1.0f);  // 0 + 1 was not
+  staged.Commit();  // nothing staged: no change
+  CHECK(std::vector<float>(staged.residual().begin(), staged.residual().end()) ==
+        std::vector<float>(twin.residual().begin(), twin.residual().end()));
+
+  staged.Stage(**codec, second, bytes);
+  staged.Reset();  // a new shard: nothing staged survives it
+  staged.Commit();
+  CHECK(staged.residual().empty());
+}

@@ -77,15 +77,29 @@ class Compressor {
 // of true updates. Meant for the sparse codecs (topk, topk2); works with any codec.
 class ErrorFeedback {
  public:
-  // out = Encode(update + residual); residual = (update + residual) - Decode(out).
-  // A residual of a different size than `update` (first call, new shard) restarts at zero.
-  void Compress(const Compressor& compressor, std::span<const float> update, std::vector<std::byte>& out);
+  // out = Encode(update + residual); the residual to keep, (update + residual)
+  // - Decode(out), is staged: residual() is unchanged until Commit(), so an
+  // exchange that fails keeps the residual it started from. A residual of a
+  // different size than `update` (first call, new shard) restarts at zero.
+  // Its buffers are kept across calls (no fresh model-sized memory per round).
+  void Stage(const Compressor& compressor, std::span<const float> update, std::vector<std::byte>& out);
+  void Commit();
+  // Stage, then Commit.
+  void Compress(const Compressor& compressor, std::span<const float> update, std::vector<std::byte>& out) {
+    Stage(compressor, update, out);
+    Commit();
+  }
   std::span<const float> residual() const { return residual_; }
-  void Reset() { residual_.clear(); }
+  void Reset() {
+    residual_.clear();
+    staged_ = false;
+  }
 
  private:
   std::vector<float> residual_;
+  std::vector<float> next_;  // the staged residual
   std::vector<float> scratch_;
+  bool staged_ = false;
 };
 
 }  // namespace longhaul::sync_policies
