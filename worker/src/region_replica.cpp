@@ -7,6 +7,7 @@
 #include <cstring>
 #include <utility>
 
+#include "exchange_thread.h"
 #include "longhaul/common/checksum.h"
 #include "longhaul/sync_policies/cross_region.h"
 
@@ -143,6 +144,8 @@ RegionReplica::RegionReplica(ReplicaOptions options, std::span<float> local, tra
       schedule_(std::move(schedule)),
       layout_(local.size(), schedule_->fragments(), group.size(), group.rank()),
       theta_(local.begin(), local.end()) {}
+
+RegionReplica::~RegionReplica() = default;
 
 void RegionReplica::Snapshot(Saved& s) {
   s.theta.assign(theta_.begin(), theta_.end());
@@ -320,7 +323,8 @@ Status RegionReplica::StartFragmentSync(uint32_t f, sync_policies::CollectiveLin
   in_flight_ = std::move(flight);
   InFlight* job = &*in_flight_;
   const Deadline deadline = DeadlineAfter(options_.collective_timeout);
-  job->done = std::async(std::launch::async, [this, job, &link, deadline, compression = round_->compression] {
+  if (!exchange_) exchange_ = std::make_unique<ExchangeThread>();  // kinds without exchanges start none
+  job->done = exchange_->Run([this, job, &link, deadline, compression = round_->compression] {
     return sync_policies::AllReduceMean(link, job->delta, compression, deadline, &job->stats,
                                         &feedback_[job->fragment]);
   });

@@ -70,6 +70,7 @@ const char* StepEventName(StepEvent e) {
 Session::Session(SessionOptions options) : options_(std::move(options)) {}
 
 Session::~Session() {
+  replica_.reset();     // first: it waits for an exchange in flight, which uses the round's link
   channel_.reset();     // flushes the last message
   round_link_.reset();  // before the WAN port it belongs to
   previous_round_link_.reset();

@@ -175,6 +175,8 @@ struct RoundResult {
 // Validation loss of theta(t) (the callback may also read the local params).
 using ValidationFn = std::function<Result<double>(std::span<const float> theta)>;
 
+class ExchangeThread;
+
 class RegionReplica {
  public:
   // theta(0) is `local`'s current content. `local` and `group` (and `inner`
@@ -184,6 +186,7 @@ class RegionReplica {
   static Result<std::unique_ptr<RegionReplica>> Create(ReplicaOptions options, std::span<float> local,
                                                        trainer::IntraRegionGroup& group, InnerState* inner = nullptr,
                                                        ParameterMirror* mirror = nullptr);
+  ~RegionReplica();  // waits for an exchange in flight (bounded by its deadline)
 
   // Starts a round over `link` (this worker's piece of the cross-region group;
   // null only for "local"). A pending round without a verdict is rolled back.
@@ -358,11 +361,18 @@ class RegionReplica {
   // intra-region gather's padded pieces; the last pseudo-gradient's buffer.
   // Held between rounds (what a round takes anyway; its peak is unchanged):
   // spare_ 2x the model plus the outer state, piece_ and delta_spare_ one
-  // fragment's shard each, gather_scratch_ (W > 1) a fragment x (W+1)/W.
+  // fragment's shard each, gather_scratch_ (W > 1) a fragment x (W+1)/W; with
+  // top-k codecs also the error feedback's staged residual (one shard per
+  // fragment) and, on the exchange thread, the sparse all-gather's sum and
+  // decode scratch (two shards, thread_local).
   std::vector<float> piece_, gather_scratch_, delta_spare_;
   uint32_t committed_round_ = 0;
   bool restored_ = false;  // RestoreCheckpoint ran; the next BeginRound sets the trainer's step
   uint32_t pending_round_ = 0;
+  // Started at the first exchange. Last, so that it is destroyed first: it
+  // finishes an exchange in flight, which uses the members above, before they
+  // go (the round's link is the owner's: Session destroys the replica first).
+  std::unique_ptr<ExchangeThread> exchange_;
 };
 
 }  // namespace longhaul::worker
